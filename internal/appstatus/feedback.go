@@ -1,0 +1,64 @@
+// Package appstatus turns the status feedback of a ManifestWork (what the work agent reads from the Application
+// on the managed cluster) into the hub Application's .status, with conditions for delivery problems. Its
+// functions are pure: no API server, no clock.
+package appstatus
+
+import (
+	workv1 "open-cluster-management.io/api/work/v1"
+)
+
+// Names of the scalar feedback values. They come back over every transport, whatever the size of the status.
+const (
+	FeedbackSyncStatus          = "syncStatus"
+	FeedbackHealthStatus        = "healthStatus"
+	FeedbackRevision            = "revision"
+	FeedbackOperationPhase      = "operationPhase"
+	FeedbackOperationStartedAt  = "operationStartedAt"
+	FeedbackOperationFinishedAt = "operationFinishedAt"
+	FeedbackOperationMessage    = "operationMessage"
+)
+
+// sectionPrefix prefixes the names of raw-JSON feedback values, one per section of the Application status.
+const sectionPrefix = "status."
+
+// Sections are the parts of an Application's .status that come back as raw JSON, one feedback value each.
+// Together they are the whole status except reconciledAt and observedAt: those two change on every refresh
+// (every three minutes per Application by default) and would turn a fleet at rest into a stream of status
+// events. One value per section also lets a small section come back when another one is over the
+// transport's size limit.
+var Sections = []string{
+	"sync",
+	"health",
+	"operationState",
+	"conditions",
+	"resources",
+	"summary",
+	"history",
+	"sourceType",
+	"sourceTypes",
+	"sourceHydrator",
+	"resourceHealthSource",
+	"controllerNamespace",
+}
+
+// FeedbackRules returns the feedback rules of the Application manifest in a work: one rule with the scalar
+// fields, one with the raw-JSON sections of the status.
+func FeedbackRules() []workv1.FeedbackRule {
+	scalar := []workv1.JsonPath{
+		{Name: FeedbackSyncStatus, Path: ".status.sync.status"},
+		{Name: FeedbackHealthStatus, Path: ".status.health.status"},
+		{Name: FeedbackRevision, Path: ".status.sync.revision"},
+		{Name: FeedbackOperationPhase, Path: ".status.operationState.phase"},
+		{Name: FeedbackOperationStartedAt, Path: ".status.operationState.startedAt"},
+		{Name: FeedbackOperationFinishedAt, Path: ".status.operationState.finishedAt"},
+		{Name: FeedbackOperationMessage, Path: ".status.operationState.message"},
+	}
+	raw := make([]workv1.JsonPath, 0, len(Sections))
+	for _, s := range Sections {
+		raw = append(raw, workv1.JsonPath{Name: sectionPrefix + s, Path: ".status." + s})
+	}
+	return []workv1.FeedbackRule{
+		{Type: workv1.JSONPathsType, JsonPaths: scalar},
+		{Type: workv1.JSONPathsType, JsonPaths: raw},
+	}
+}

@@ -1,0 +1,179 @@
+// Package testenv starts real kube-apiservers (a hub and managed clusters) on a shared etcd, with the Argo CD
+// and OCM CRDs from the Go module cache, and private PostgreSQL servers, for tests and the demo. Every process
+// it starts runs on loopback and is stopped by Stop, or killed with the test binary.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Options configures an Env.
+type Options struct {
+	// Dir holds everything the environment writes. A new temporary directory when empty.
+	Dir string
+	// ManagedClusters names the managed clusters to start besides the hub.
+	ManagedClusters []string
+	// GarbageCollector starts kube-controller-manager's garbage collector and namespace controllers on
+	// every cluster, so owner references cascade as on a real cluster.
+	GarbageCollector bool
+	// Postgres starts a private PostgreSQL server.
+	Postgres bool
+	// Users are extra token identities on every cluster.
+	Users []User
+}
+
+// Env is a running hub, its managed clusters and, if asked for, PostgreSQL.
+type Env struct {
+	Dir      string
+	Hub      *Cluster
+	Managed  []*Cluster
+	Postgres *Postgres
+
+	etcd    *Etcd
+	ownsDir bool
+}
+
+// HubName is the name of the hub cluster.
+const HubName = "hub"
+
+// Start starts an environment. On error everything started so far is stopped.
+func Start(ctx context.Context, opts Options) (_ *Env, err error) {
+	env := &Env{Dir: opts.Dir}
+	if env.Dir == "" {
+		if env.Dir, err = os.MkdirTemp("", "argocd-pull-testenv-"); err != nil {
+			return nil, fmt.Errorf("create testenv dir: %w", err)
+		}
+		env.ownsDir = true
+	}
+	defer func() {
+		if err != nil {
+			env.Stop()
+		}
+	}()
+
+	if env.etcd, err = startEtcd(ctx, env.Dir); err != nil {
+		return nil, err
+	}
+	saKey := filepath.Join(env.Dir, "sa.key")
+	if err := writeServiceAccountKey(saKey); err != nil {
+		return nil, err
+	}
+
+	names := append([]string{HubName}, opts.ManagedClusters...)
+	clusters := make([]*Cluster, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, name := range names {
+		g.Go(func() error {
+			c, err := startAPIServer(gctx, apiserverSpec{
+				name:    name,
+				dir:     filepath.Join(env.Dir, name),
+				etcdURL: env.etcd.URL,
+				users:   opts.Users,
+				saKey:   saKey,
+			})
+			if err != nil {
+				return fmt.Errorf("start cluster %s: %w", name, err)
+			}
+			clusters[i] = c
+			sets := []CRDSet{ArgoCDCRDs, OCMSpokeCRDs}
+			if name == HubName {
+				sets = []CRDSet{ArgoCDCRDs, OCMHubCRDs}
+			}
+			var files []string
+			for _, set := range sets {
+				f, err := CRDFiles(set)
+				if err != nil {
+					return err
+				}
+				files = append(files, f...)
+			}
+			if err := InstallCRDs(gctx, c.Config(), files); err != nil {
+				return fmt.Errorf("install crds on %s: %w", name, err)
+			}
+			if opts.GarbageCollector {
+				return c.startGarbageCollector(gctx)
+			}
+			return nil
+		})
+	}
+	if opts.Postgres {
+		g.Go(func() error {
+			pg, err := StartPostgres(gctx, filepath.Join(env.Dir, "postgres"))
+			env.Postgres = pg
+			return err
+		})
+	}
+	err = g.Wait()
+	for _, c := range clusters {
+		if c == nil {
+			continue
+		}
+		if c.Name == HubName {
+			env.Hub = c
+		} else {
+			env.Managed = append(env.Managed, c)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// Cluster returns a managed cluster by name.
+func (e *Env) Cluster(name string) *Cluster {
+	for _, c := range e.Managed {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Stop stops every process and removes the directory the environment created.
+func (e *Env) Stop() {
+	e.stopProcesses()
+	if e.ownsDir {
+		_ = os.RemoveAll(e.Dir)
+	}
+}
+
+func (e *Env) stopProcesses() {
+	var g errgroup.Group
+	for _, c := range append([]*Cluster{e.Hub}, e.Managed...) {
+		if c != nil {
+			g.Go(func() error { c.Stop(); return nil })
+		}
+	}
+	if e.Postgres != nil {
+		g.Go(func() error { e.Postgres.Stop(); return nil })
+	}
+	_ = g.Wait()
+	if e.etcd != nil {
+		e.etcd.stop()
+	}
+}
+
+// Main starts an environment for a test package, runs its tests and stops it; use it from TestMain.
+// When a test fails the directory with every process's log is kept and its path printed.
+func Main(m *testing.M, opts Options, env **Env) int {
+	started, err := Start(context.Background(), opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		return 1
+	}
+	*env = started
+	code := m.Run()
+	if code != 0 && started.ownsDir {
+		started.ownsDir = false
+		fmt.Fprintf(os.Stderr, "testenv: tests failed; logs kept in %s\n", started.Dir)
+	}
+	started.Stop()
+	return code
+}
