@@ -1,0 +1,60 @@
+// Command argocd-pull is the Argo CD pull model for Open Cluster Management fleets. Each subcommand wires its
+// flags to an options type and runs it; the logic lives in internal/.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// runnable is what every subcommand's options type provides.
+type runnable interface {
+	AddFlags(fs *pflag.FlagSet)
+	Validate() error
+	Run(ctx context.Context) error
+}
+
+// command builds a cobra command around an options type.
+func command(use, short string, opts runnable) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:          use,
+		Short:        short,
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.Validate(); err != nil {
+				return err
+			}
+			return opts.Run(cmd.Context())
+		},
+	}
+	opts.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func main() {
+	root := &cobra.Command{
+		Use:          "argocd-pull",
+		Short:        "The Argo CD pull model for Open Cluster Management fleets",
+		SilenceUsage: true,
+	}
+	root.AddCommand(subcommands()...)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
+
+// subcommands lists the subcommands, each wired to its options type in internal/.
+func subcommands() []*cobra.Command {
+	return []*cobra.Command{}
+}
