@@ -1,0 +1,105 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+const consumerColumns = "id, name, labels, created_at, updated_at"
+
+func scanConsumer(row pgx.Row) (Consumer, error) {
+	var c Consumer
+	var labels []byte
+	if err := row.Scan(&c.ID, &c.Name, &labels, &c.CreatedAt, &c.UpdatedAt); err != nil {
+		return Consumer{}, err
+	}
+	if err := json.Unmarshal(labels, &c.Labels); err != nil {
+		return Consumer{}, fmt.Errorf("decode labels of consumer %s: %w", c.Name, err)
+	}
+	return c, nil
+}
+
+func (s *pgStore) CreateConsumer(ctx context.Context, c Consumer) (created Consumer, err error) {
+	defer s.timed("create_consumer", &err)()
+	if c.ID == "" {
+		c.ID = uuid.NewString()
+	}
+	if c.Labels == nil {
+		c.Labels = map[string]string{}
+	}
+	labels, err := json.Marshal(c.Labels)
+	if err != nil {
+		return Consumer{}, fmt.Errorf("encode labels of consumer %s: %w", c.Name, err)
+	}
+	row := s.pool.QueryRow(ctx,
+		"INSERT INTO consumers (id, name, labels) VALUES ($1, $2, $3) RETURNING "+consumerColumns,
+		c.ID, c.Name, labels)
+	created, err = scanConsumer(row)
+	if pgCode(err) == codeUniqueViolation {
+		return Consumer{}, fmt.Errorf("%w: consumer %s already exists", ErrConflict, c.Name)
+	}
+	if err != nil {
+		return Consumer{}, fmt.Errorf("create consumer %s: %w", c.Name, err)
+	}
+	return created, nil
+}
+
+func (s *pgStore) EnsureConsumer(ctx context.Context, name string) (err error) {
+	defer s.timed("ensure_consumer", &err)()
+	_, err = s.pool.Exec(ctx,
+		"INSERT INTO consumers (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", uuid.NewString(), name)
+	if err != nil {
+		return fmt.Errorf("register consumer %s: %w", name, err)
+	}
+	return nil
+}
+
+func (s *pgStore) GetConsumer(ctx context.Context, idOrName string) (c Consumer, err error) {
+	defer s.timed("get_consumer", &err)()
+	row := s.pool.QueryRow(ctx, "SELECT "+consumerColumns+" FROM consumers WHERE id = $1 OR name = $1", idOrName)
+	c, err = scanConsumer(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Consumer{}, fmt.Errorf("%w: consumer %s", ErrNotFound, idOrName)
+	}
+	if err != nil {
+		return Consumer{}, fmt.Errorf("get consumer %s: %w", idOrName, err)
+	}
+	return c, nil
+}
+
+func (s *pgStore) ListConsumers(ctx context.Context, offset, limit int) (list []Consumer, total int, err error) {
+	defer s.timed("list_consumers", &err)()
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM consumers").Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count consumers: %w", err)
+	}
+	rows, err := s.pool.Query(ctx,
+		"SELECT "+consumerColumns+" FROM consumers ORDER BY name OFFSET $1 LIMIT $2", offset, limit)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list consumers: %w", err)
+	}
+	list, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Consumer, error) { return scanConsumer(r) })
+	if err != nil {
+		return nil, 0, fmt.Errorf("list consumers: %w", err)
+	}
+	return list, total, nil
+}
+
+func (s *pgStore) DeleteConsumer(ctx context.Context, idOrName string) (err error) {
+	defer s.timed("delete_consumer", &err)()
+	tag, err := s.pool.Exec(ctx, "DELETE FROM consumers WHERE id = $1 OR name = $1", idOrName)
+	if pgCode(err) == codeForeignKeyViolation {
+		return fmt.Errorf("%w: consumer %s still has resources", ErrConflict, idOrName)
+	}
+	if err != nil {
+		return fmt.Errorf("delete consumer %s: %w", idOrName, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: consumer %s", ErrNotFound, idOrName)
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"k8s.io/klog/v2"
+)
+
+// maxNotifyPayload stays under PostgreSQL's 8000-byte NOTIFY limit.
+const maxNotifyPayload = 7800
+
+// envelope is one NOTIFY payload: notifications from one instance.
+type envelope struct {
+	Instance string         `json:"i"`
+	Items    []Notification `json:"n"`
+}
+
+// notifyPayloads packs notifications into as few payloads as fit the NOTIFY limit.
+func notifyPayloads(instance string, notes []Notification) ([]string, error) {
+	var payloads []string
+	var batch []Notification
+	size := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		b, err := json.Marshal(envelope{Instance: instance, Items: batch})
+		if err != nil {
+			return fmt.Errorf("encode notification: %w", err)
+		}
+		payloads = append(payloads, string(b))
+		batch, size = nil, 0
+		return nil
+	}
+	overhead := len(instance) + 16
+	for _, n := range notes {
+		b, err := json.Marshal(n)
+		if err != nil {
+			return nil, fmt.Errorf("encode notification for %s: %w", n.ID, err)
+		}
+		if len(b)+overhead > maxNotifyPayload {
+			return nil, fmt.Errorf("notification for %s does not fit a NOTIFY payload", n.ID)
+		}
+		if size+len(b)+1+overhead > maxNotifyPayload {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+		batch = append(batch, n)
+		size += len(b) + 1
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return payloads, nil
+}
+
+// notify queues the notifications in the transaction; PostgreSQL delivers them when it commits.
+func (s *pgStore) notify(ctx context.Context, tx pgx.Tx, notes []Notification) error {
+	if len(notes) == 0 {
+		return nil
+	}
+	payloads, err := notifyPayloads(s.instance, notes)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", notifyChannel, payloads); err != nil {
+		return fmt.Errorf("notify %d changes: %w", len(notes), err)
+	}
+	return nil
+}
+
+func (s *pgStore) Listen(ctx context.Context, onConnect func(ctx context.Context), onNotify func(ctx context.Context, n []Notification)) error {
+	logger := klog.FromContext(ctx)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		connected, err := s.listenOnce(ctx, onConnect, onNotify)
+		if ctx.Err() != nil {
+			break
+		}
+		if connected {
+			backoff = 100 * time.Millisecond
+		}
+		logger.Error(err, "Lost the database notification feed; reconnecting", "backoff", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	return nil
+}
+
+// listenOnce holds one LISTEN connection until it fails; connected reports whether it got as far as
+// listening.
+func (s *pgStore) listenOnce(ctx context.Context, onConnect func(ctx context.Context), onNotify func(ctx context.Context, n []Notification)) (connected bool, err error) {
+	conn, err := pgx.Connect(ctx, s.url)
+	if err != nil {
+		return false, fmt.Errorf("connect for notifications: %w", err)
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return false, fmt.Errorf("listen for notifications: %w", err)
+	}
+	onConnect(ctx)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return true, fmt.Errorf("wait for notification: %w", err)
+		}
+		var env envelope
+		if err := json.Unmarshal([]byte(n.Payload), &env); err != nil {
+			klog.FromContext(ctx).Error(err, "Ignoring a malformed notification", "payload", n.Payload)
+			continue
+		}
+		if env.Instance != s.instance {
+			onNotify(ctx, env.Items)
+		}
+	}
+}

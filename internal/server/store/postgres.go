@@ -1,0 +1,190 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"k8s.io/klog/v2"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// notifyChannel is the LISTEN/NOTIFY channel every instance of one database shares.
+const notifyChannel = "argocd_pull_server"
+
+// migrationLockKey serialises migrations of instances starting together.
+const migrationLockKey = 0x6172676f70756c6c // "argopull"
+
+// Observer receives the duration of each database operation.
+type Observer func(op string, d time.Duration, err error)
+
+// Config configures a PostgreSQL store.
+type Config struct {
+	// URL is a PostgreSQL connection string.
+	URL string
+	// MaxConns is the size of the connection pool.
+	MaxConns int32
+	// InstanceID names this server instance in notifications and in the instance table.
+	InstanceID string
+	// Observe, when set, receives the duration of every operation.
+	Observe Observer
+}
+
+type pgStore struct {
+	pool     *pgxpool.Pool
+	url      string
+	instance string
+	observe  Observer
+}
+
+var _ Store = (*pgStore)(nil)
+
+// New connects to PostgreSQL. The pool connects lazily, so a database that is down at start is retried.
+func New(ctx context.Context, cfg Config) (Store, error) {
+	poolCfg, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		poolCfg.MaxConns = cfg.MaxConns
+	}
+	poolCfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, fmt.Errorf("create database pool: %w", err)
+	}
+	observe := cfg.Observe
+	if observe == nil {
+		observe = func(string, time.Duration, error) {}
+	}
+	return &pgStore{pool: pool, url: cfg.URL, instance: cfg.InstanceID, observe: observe}, nil
+}
+
+func (s *pgStore) Close() { s.pool.Close() }
+
+func (s *pgStore) Ping(ctx context.Context) (err error) {
+	defer s.timed("ping", &err)()
+	if err = s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}
+
+// timed starts timing an operation; the returned function, deferred, reports it with the error *err holds.
+func (s *pgStore) timed(op string, err *error) func() {
+	start := time.Now()
+	return func() { s.observe(op, time.Since(start), *err) }
+}
+
+// Migrate applies the embedded migrations in name order, each in its own transaction, under an advisory
+// lock so that instances starting together do not race.
+func (s *pgStore) Migrate(ctx context.Context) error {
+	names, err := migrationNames()
+	if err != nil {
+		return err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire connection for migrations: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLockKey)); err != nil {
+		return fmt.Errorf("lock migrations: %w", err)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrationLockKey))
+	}()
+	if err := s.applyMigration(ctx, conn.Conn(), names[0]); err != nil {
+		return err
+	}
+	applied, err := appliedMigrations(ctx, conn.Conn())
+	if err != nil {
+		return err
+	}
+	for _, name := range names[1:] {
+		if applied[name] {
+			continue
+		}
+		if err := s.applyMigration(ctx, conn.Conn(), name); err != nil {
+			return err
+		}
+		klog.FromContext(ctx).Info("Applied database migration", "migration", name)
+	}
+	return nil
+}
+
+func migrationNames() ([]string, error) {
+	entries, err := fs.ReadDir(migrations, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return nil, errors.New("no embedded migrations")
+	}
+	return names, nil
+}
+
+func appliedMigrations(ctx context.Context, conn *pgx.Conn) (map[string]bool, error) {
+	rows, err := conn.Query(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return nil, fmt.Errorf("list applied migrations: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list applied migrations: %w", err)
+	}
+	applied := make(map[string]bool, len(versions))
+	for _, v := range versions {
+		applied[v] = true
+	}
+	return applied, nil
+}
+
+func (s *pgStore) applyMigration(ctx context.Context, conn *pgx.Conn, name string) error {
+	body, err := migrations.ReadFile("migrations/" + name)
+	if err != nil {
+		return fmt.Errorf("read migration %s: %w", name, err)
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, string(body)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES ($1) ON CONFLICT DO NOTHING",
+			strings.TrimSpace(name))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("apply migration %s: %w", name, err)
+	}
+	return nil
+}
+
+// pgCode returns the SQLSTATE of a PostgreSQL error, or "".
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// SQLSTATE codes the store classifies.
+const (
+	codeUniqueViolation     = "23505"
+	codeForeignKeyViolation = "23503"
+)
