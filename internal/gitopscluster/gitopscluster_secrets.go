@@ -547,4 +547,3 @@ func (r *Reconciler) successors(ctx context.Context, gc *v1alpha1.GitOpsCluster,
 	}
 	return next, nil
 }
-

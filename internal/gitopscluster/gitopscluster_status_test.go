@@ -23,9 +23,9 @@ func TestComputeStatus(t *testing.T) {
 	now := metav1.NewTime(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
 	type want struct {
 		placement, registered, ready string // "Status/Reason"
-		message                          string // fragment of the Ready message
-		selected, registeredN            int32
-		phase                            string
+		message                      string // fragment of the Ready message
+		selected, registeredN        int32
+		phase                        string
 	}
 	tests := []struct {
 		name string

@@ -134,7 +134,9 @@ func indexFields(ctx context.Context, indexer client.FieldIndexer) error {
 	})
 }
 
-func isClusterSecret(obj client.Object) bool { return obj.GetLabels()[LabelSecretType] == SecretTypeCluster }
+func isClusterSecret(obj client.Object) bool {
+	return obj.GetLabels()[LabelSecretType] == SecretTypeCluster
+}
 
 func isGeneratorConfigMap(obj client.Object) bool { return obj.GetName() == GeneratorConfigMapName }
 
