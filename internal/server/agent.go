@@ -1,0 +1,218 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"k8s.io/klog/v2"
+
+	pbv1 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc/protobuf/v1"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/types"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/server"
+	grpcbroker "open-cluster-management.io/sdk-go/pkg/cloudevents/server/grpc"
+
+	"github.com/argocd-pull/argocd-pull/internal/server/store"
+)
+
+// subscribeWait bounds how long a spec resync waits for the agent's own subscription to register: sdk-go's
+// broker sends the subscription header just before it registers the subscriber, and the agent resyncs as
+// soon as it has the header.
+const subscribeWait = 2 * time.Second
+
+// agentEndpoint serves agents through sdk-go's gRPC broker. In front of it, it authenticates and authorises
+// each call, checks the consumer, and rejects bad events with a clear status; status updates go to the
+// store directly so that their rejections keep their own codes.
+type agentEndpoint struct {
+	pbv1.UnimplementedCloudEventServiceServer
+	s       *Server
+	broker  *grpcbroker.GRPCBroker
+	service *agentService
+}
+
+func (e *agentEndpoint) Publish(ctx context.Context, req *pbv1.PublishRequest) (*emptypb.Empty, error) {
+	if err := e.publish(ctx, req); err != nil {
+		e.s.metrics.reject(endpointAgent, err)
+		return nil, err
+	}
+	return &emptypb.Empty{}, nil
+}
+
+func (e *agentEndpoint) publish(ctx context.Context, req *pbv1.PublishRequest) error {
+	evt, et, err := decodePublish(ctx, req, e.s.limits)
+	if err != nil {
+		return err
+	}
+	cluster, err := stringExtension(evt, types.ExtensionClusterName)
+	if err != nil {
+		return err
+	}
+	id := identityFrom(ctx)
+	if !id.mayActAsAgent(cluster) {
+		return status.Errorf(codes.PermissionDenied, "%s may not publish events of cluster %s", id, cluster)
+	}
+	switch {
+	case et.SubResource == types.SubResourceSpec && et.Action == types.ResyncRequestAction:
+		err = e.resyncSpecs(ctx, req, cluster)
+	case et.SubResource == types.SubResourceStatus && et.Action != types.ResyncRequestAction:
+		err = e.service.HandleStatusUpdate(ctx, evt)
+	default:
+		err = invalid(evt, "agents publish status events and spec resync requests, not %s", evt.Type())
+	}
+	if err == nil {
+		e.s.metrics.eventsIn.WithLabelValues(endpointAgent, eventTypeLabel(evt.Type())).Inc()
+	}
+	return err
+}
+
+// resyncSpecs lets the broker answer a spec resync, once the consumer is known and its subscription here.
+func (e *agentEndpoint) resyncSpecs(ctx context.Context, req *pbv1.PublishRequest, cluster string) error {
+	if err := e.s.checkConsumer(ctx, cluster); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(subscribeWait)
+	for !e.broker.IsConsumerSubscribed(cluster) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.s.metrics.resyncs.WithLabelValues(endpointAgent).Inc()
+	_, err := e.broker.Publish(ctx, req)
+	return err
+}
+
+func (e *agentEndpoint) Subscribe(req *pbv1.SubscriptionRequest, stream pbv1.CloudEventService_SubscribeServer) error {
+	err := e.subscribe(req, stream)
+	if status.Code(err) != codes.OK && status.Code(err) != codes.Unavailable {
+		e.s.metrics.reject(endpointAgent, err)
+	}
+	return err
+}
+
+func (e *agentEndpoint) subscribe(req *pbv1.SubscriptionRequest, stream pbv1.CloudEventService_SubscribeServer) error {
+	cluster := req.GetClusterName()
+	if cluster == "" {
+		return status.Error(codes.InvalidArgument, "an agent subscription needs a cluster name")
+	}
+	if req.GetDataType() != dataType.String() {
+		return status.Errorf(codes.InvalidArgument, "data type %q is not served; only %s", req.GetDataType(), dataType)
+	}
+	id := identityFrom(stream.Context())
+	if !id.mayActAsAgent(cluster) {
+		return status.Errorf(codes.PermissionDenied, "%s may not subscribe for cluster %s", id, cluster)
+	}
+	if err := e.s.checkConsumer(stream.Context(), cluster); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	untrack := e.s.streams.track(cancel)
+	defer untrack()
+	removeAgent := e.s.streams.addAgent(cluster)
+	defer removeAgent()
+	e.s.metrics.connectedAgents.Inc()
+	defer e.s.metrics.connectedAgents.Dec()
+	if err := e.broker.Subscribe(req, &subscribeStream{CloudEventService_SubscribeServer: stream, ctx: ctx}); err != nil {
+		return err
+	}
+	return streamEndStatus(ctx)
+}
+
+// agentService is the broker's backend (sdk-go's server.Service): it lists a consumer's resources for a
+// resync and stores status updates.
+type agentService struct {
+	s *Server
+}
+
+var _ server.Service = (*agentService)(nil)
+
+func (a *agentService) RegisterHandler(context.Context, server.EventHandler) {}
+
+// List returns every resource of the consumer, those marked for deletion as deletes.
+func (a *agentService) List(ctx context.Context, opts types.ListOptions) ([]*cloudevents.Event, error) {
+	rows, err := a.s.store.ListSpecs(ctx, opts.ClusterName)
+	if err != nil {
+		return nil, err
+	}
+	events := make([]*cloudevents.Event, 0, len(rows))
+	for _, row := range rows {
+		events = append(events, specEvent(row))
+	}
+	return events, nil
+}
+
+// HandleStatusUpdate stores an agent's status, and sends it to its source when it changed.
+func (a *agentService) HandleStatusUpdate(ctx context.Context, evt *cloudevents.Event) error {
+	w, err := decodeStatus(evt)
+	if err != nil {
+		return err
+	}
+	if id := identityFrom(ctx); !id.mayActAsAgent(w.Consumer) {
+		return status.Errorf(codes.PermissionDenied, "%s may not report status for cluster %s", id, w.Consumer)
+	}
+	res, err := a.s.statuses.do(ctx, w)
+	if err != nil {
+		return storeStatus(err)
+	}
+	if res.Err != nil {
+		return storeStatus(res.Err)
+	}
+	switch res.Outcome {
+	case store.StatusApplied:
+		a.s.dispatch.status(ctx, res.Row.Source, statusEvent(res.Row, types.UpdateRequestAction))
+	case store.StatusRemoved:
+		a.s.dispatch.status(ctx, res.Row.Source, removedEvent(store.Notification{ID: res.Row.ID,
+			Consumer: res.Row.Consumer, Source: res.Row.Source, Version: res.Row.Version, Sequence: res.Row.Sequence}))
+		klog.FromContext(ctx).V(2).Info("Deleted a resource its agent confirmed gone", "resourceID", res.Row.ID, "consumer", res.Row.Consumer)
+	}
+	return nil
+}
+
+// checkConsumer rejects an unknown consumer, or registers it when auto-registration is on.
+func (s *Server) checkConsumer(ctx context.Context, name string) error {
+	if s.opts.AutoRegisterConsumers {
+		if err := s.store.EnsureConsumer(ctx, name); err != nil {
+			return storeStatus(err)
+		}
+		return nil
+	}
+	_, err := s.store.GetConsumer(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return status.Errorf(codes.NotFound, "consumer %s is not registered", name)
+	}
+	if err != nil {
+		return storeStatus(err)
+	}
+	return nil
+}
+
+// storeStatus maps a store error to the gRPC status a client gets.
+func storeStatus(err error) error {
+	var code codes.Code
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConsumerNotFound):
+		code = codes.NotFound
+	case errors.Is(err, store.ErrStale), errors.Is(err, store.ErrDeleting):
+		code = codes.FailedPrecondition
+	case errors.Is(err, store.ErrForbidden):
+		code = codes.PermissionDenied
+	case errors.Is(err, store.ErrInvalid):
+		code = codes.InvalidArgument
+	case errors.Is(err, store.ErrConflict):
+		code = codes.AlreadyExists
+	default:
+		// The database is unreachable or failed: the client should retry.
+		code = codes.Unavailable
+	}
+	return status.Error(code, err.Error())
+}
+
+// subscribeStream is a subscription stream with a replaced context.
+type subscribeStream struct {
+	pbv1.CloudEventService_SubscribeServer
+	ctx context.Context
+}
+
+func (s *subscribeStream) Context() context.Context { return s.ctx }

@@ -1,0 +1,94 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// batcher groups concurrent requests into one call of flush: while a flush runs, new requests queue, and
+// the next flush takes all of them (up to max). Each caller waits for its own result.
+type batcher[In, Out any] struct {
+	calls   chan *batchCall[In, Out]
+	flush   func(ctx context.Context, in []In) ([]Out, error)
+	max     int
+	timeout time.Duration
+}
+
+type batchCall[In, Out any] struct {
+	in   In
+	out  Out
+	err  error
+	done chan struct{}
+}
+
+func newBatcher[In, Out any](max int, timeout time.Duration, flush func(ctx context.Context, in []In) ([]Out, error)) *batcher[In, Out] {
+	return &batcher[In, Out]{calls: make(chan *batchCall[In, Out], 4*max), flush: flush, max: max, timeout: timeout}
+}
+
+// run starts the flushing goroutines; they stop when ctx ends.
+func (b *batcher[In, Out]) run(ctx context.Context, workers int) {
+	for range workers {
+		go b.loop(ctx)
+	}
+}
+
+// do submits one request and waits for its result.
+func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
+	var zero Out
+	c := &batchCall[In, Out]{in: in, done: make(chan struct{})}
+	select {
+	case b.calls <- c:
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+	select {
+	case <-c.done:
+		return c.out, c.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+func (b *batcher[In, Out]) loop(ctx context.Context) {
+	for {
+		var first *batchCall[In, Out]
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-b.calls:
+		}
+		batch := []*batchCall[In, Out]{first}
+	drain:
+		for len(batch) < b.max {
+			select {
+			case c := <-b.calls:
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		b.flushBatch(ctx, batch)
+	}
+}
+
+func (b *batcher[In, Out]) flushBatch(ctx context.Context, batch []*batchCall[In, Out]) {
+	in := make([]In, len(batch))
+	for i, c := range batch {
+		in[i] = c.in
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
+	outs, err := b.flush(fctx, in)
+	cancel()
+	if err == nil && len(outs) != len(in) {
+		err = fmt.Errorf("batch of %d returned %d results", len(in), len(outs))
+	}
+	for i, c := range batch {
+		if err != nil {
+			c.err = err
+		} else {
+			c.out = outs[i]
+		}
+		close(c.done)
+	}
+}

@@ -1,0 +1,365 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
+
+	"github.com/argocd-pull/argocd-pull/internal/server/store"
+)
+
+// BasePath is the prefix of Maestro's REST API.
+const BasePath = "/api/maestro/v1"
+
+// defaultPageSize is Maestro's default page size.
+const defaultPageSize = 100
+
+// The REST API's JSON shapes, as in Maestro's openapi.
+
+// List is the envelope of every list.
+type List[T any] struct {
+	Kind  string `json:"kind"`
+	Page  int    `json:"page"`
+	Size  int    `json:"size"`
+	Total int    `json:"total"`
+	Items []T    `json:"items"`
+}
+
+// ConsumerJSON is a consumer.
+type ConsumerJSON struct {
+	ID        string            `json:"id,omitempty"`
+	Kind      string            `json:"kind,omitempty"`
+	Href      string            `json:"href,omitempty"`
+	Name      string            `json:"name,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	CreatedAt *time.Time        `json:"created_at,omitempty"`
+	UpdatedAt *time.Time        `json:"updated_at,omitempty"`
+}
+
+// ResourceBundleJSON is a resource bundle: one work's spec and status.
+type ResourceBundleJSON struct {
+	ID              string           `json:"id"`
+	Kind            string           `json:"kind"`
+	Href            string           `json:"href"`
+	Name            string           `json:"name"`
+	ConsumerName    string           `json:"consumer_name"`
+	Version         int64            `json:"version"`
+	CreatedAt       time.Time        `json:"created_at"`
+	UpdatedAt       time.Time        `json:"updated_at"`
+	DeletedAt       *time.Time       `json:"deleted_at,omitempty"`
+	Metadata        json.RawMessage  `json:"metadata,omitempty"`
+	Manifests       []map[string]any `json:"manifests,omitempty"`
+	DeleteOption    map[string]any   `json:"delete_option,omitempty"`
+	ManifestConfigs []map[string]any `json:"manifest_configs,omitempty"`
+	Status          map[string]any   `json:"status,omitempty"`
+}
+
+// ErrorJSON is Maestro's error shape.
+type ErrorJSON struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`
+	Href   string `json:"href"`
+	Code   string `json:"code"`
+	Reason string `json:"reason"`
+}
+
+// Maestro's error codes.
+const (
+	errCodeForbidden       = 4
+	errCodeConflict        = 6
+	errCodeNotFound        = 7
+	errCodeValidation      = 8
+	errCodeGeneral         = 9
+	errCodeUnauthenticated = 15
+	errCodeMalformed       = 17
+	errCodeBadSearch       = 23
+)
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+BasePath+"/consumers", s.authed(s.listConsumers))
+	mux.HandleFunc("POST "+BasePath+"/consumers", s.authed(s.createConsumer))
+	mux.HandleFunc("GET "+BasePath+"/consumers/{id}", s.authed(s.getConsumer))
+	mux.HandleFunc("DELETE "+BasePath+"/consumers/{id}", s.authed(s.deleteConsumer))
+	mux.HandleFunc("GET "+BasePath+"/resource-bundles", s.authed(s.listBundles))
+	mux.HandleFunc("GET "+BasePath+"/resource-bundles/{id}", s.authed(s.getBundle))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("GET /readyz", s.readyz)
+	return mux
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.ready.Load() {
+		http.Error(w, "not ready: starting or shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if err := s.store.Ping(r.Context()); err != nil {
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok"))
+}
+
+type authedHandler func(w http.ResponseWriter, r *http.Request, id Identity)
+
+func (s *Server) authed(h authedHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := s.auth.httpIdentity(r)
+		if err != nil {
+			writeError(w, r, http.StatusUnauthorized, errCodeUnauthenticated, err.Error())
+			return
+		}
+		h(w, r, id)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, r *http.Request, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		klog.FromContext(r.Context()).V(2).Info("Failed to write a response", "path", r.URL.Path, "err", err)
+	}
+}
+
+func writeError(w http.ResponseWriter, r *http.Request, httpCode, code int, reason string) {
+	writeJSON(w, r, httpCode, ErrorJSON{ID: strconv.Itoa(code), Kind: "Error", Href: fmt.Sprintf("%s/errors/%d", BasePath, code),
+		Code: fmt.Sprintf("maestro-%d", code), Reason: reason})
+}
+
+// writeStoreError answers with the REST error that matches a store error.
+func writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, r, http.StatusNotFound, errCodeNotFound, err.Error())
+	case errors.Is(err, store.ErrConflict):
+		writeError(w, r, http.StatusConflict, errCodeConflict, err.Error())
+	default:
+		klog.FromContext(r.Context()).Error(err, "REST request failed", "path", r.URL.Path)
+		writeError(w, r, http.StatusInternalServerError, errCodeGeneral, "the server failed to serve the request; see its log")
+	}
+}
+
+func forbid(w http.ResponseWriter, r *http.Request, id Identity, what string) {
+	writeError(w, r, http.StatusForbidden, errCodeForbidden, fmt.Sprintf("%s may not %s", id, what))
+}
+
+// pageParams reads Maestro's page (from 1) and size, clamping size to the server's maximum.
+func (s *Server) pageParams(r *http.Request) (page, size int, err error) {
+	page, size = 1, defaultPageSize
+	if v := r.URL.Query().Get("page"); v != "" {
+		if page, err = strconv.Atoi(v); err != nil || page < 1 {
+			return 0, 0, fmt.Errorf("page must be a positive integer, got %q", v)
+		}
+	}
+	if v := r.URL.Query().Get("size"); v != "" {
+		if size, err = strconv.Atoi(v); err != nil || size < 0 {
+			return 0, 0, fmt.Errorf("size must be a non-negative integer, got %q", v)
+		}
+	}
+	return page, min(size, s.opts.MaxPageSize), nil
+}
+
+func presentConsumer(c store.Consumer) ConsumerJSON {
+	return ConsumerJSON{ID: c.ID, Kind: "Consumer", Href: BasePath + "/consumers/" + c.ID, Name: c.Name,
+		Labels: c.Labels, CreatedAt: &c.CreatedAt, UpdatedAt: &c.UpdatedAt}
+}
+
+func (s *Server) listConsumers(w http.ResponseWriter, r *http.Request, id Identity) {
+	if !id.isAdmin() && id.Kind != KindSource {
+		forbid(w, r, id, "list consumers")
+		return
+	}
+	page, size, err := s.pageParams(r)
+	if err != nil {
+		writeError(w, r, http.StatusBadRequest, errCodeValidation, err.Error())
+		return
+	}
+	list, total, err := s.store.ListConsumers(r.Context(), (page-1)*size, size)
+	if err != nil {
+		writeStoreError(w, r, err)
+		return
+	}
+	out := List[ConsumerJSON]{Kind: "ConsumerList", Page: page, Size: len(list), Total: total, Items: []ConsumerJSON{}}
+	for _, c := range list {
+		out.Items = append(out.Items, presentConsumer(c))
+	}
+	writeJSON(w, r, http.StatusOK, out)
+}
+
+// consumerName is what a consumer name must look like: a DNS label, as cluster names are.
+var consumerName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+func (s *Server) createConsumer(w http.ResponseWriter, r *http.Request, id Identity) {
+	if !id.isAdmin() {
+		forbid(w, r, id, "create consumers")
+		return
+	}
+	var in ConsumerJSON
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&in); err != nil {
+		writeError(w, r, http.StatusBadRequest, errCodeMalformed, "decode consumer: "+err.Error())
+		return
+	}
+	if in.ID != "" {
+		writeError(w, r, http.StatusBadRequest, errCodeValidation, "id must be empty: the server assigns it")
+		return
+	}
+	if !consumerName.MatchString(in.Name) {
+		writeError(w, r, http.StatusBadRequest, errCodeValidation, fmt.Sprintf("name %q is not a DNS label", in.Name))
+		return
+	}
+	c, err := s.store.CreateConsumer(r.Context(), store.Consumer{Name: in.Name, Labels: in.Labels})
+	if err != nil {
+		writeStoreError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusCreated, presentConsumer(c))
+}
+
+func (s *Server) getConsumer(w http.ResponseWriter, r *http.Request, id Identity) {
+	if !id.isAdmin() && id.Kind != KindSource {
+		forbid(w, r, id, "read consumers")
+		return
+	}
+	c, err := s.store.GetConsumer(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeStoreError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, presentConsumer(c))
+}
+
+func (s *Server) deleteConsumer(w http.ResponseWriter, r *http.Request, id Identity) {
+	if !id.isAdmin() {
+		forbid(w, r, id, "delete consumers")
+		return
+	}
+	if err := s.store.DeleteConsumer(r.Context(), r.PathValue("id")); err != nil {
+		writeStoreError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// searchAnd splits a search into its terms.
+var searchAnd = regexp.MustCompile(`(?i)\s+and\s+`)
+
+// searchTerm matches one `column = 'value'` of a search; values may not contain quotes.
+var searchTerm = regexp.MustCompile(`^\s*([a-z_]+)\s*=\s*'([^']*)'\s*$`)
+
+// parseSearch reads the subset of Maestro's search language the server supports: `column = 'value'`
+// terms joined by `and`, over source, consumer_name and name.
+func parseSearch(search string) (store.BundleQuery, error) {
+	var q store.BundleQuery
+	if strings.TrimSpace(search) == "" {
+		return q, nil
+	}
+	for _, term := range searchAnd.Split(search, -1) {
+		m := searchTerm.FindStringSubmatch(term)
+		if m == nil {
+			return q, fmt.Errorf("cannot parse %q: use column = 'value' terms joined by and", term)
+		}
+		var field *string
+		switch m[1] {
+		case "source":
+			field = &q.Source
+		case "consumer_name":
+			field = &q.Consumer
+		case "name":
+			field = &q.Name
+		default:
+			return q, fmt.Errorf("unsupported search column %q: use source, consumer_name or name", m[1])
+		}
+		if *field != "" && *field != m[2] {
+			return q, fmt.Errorf("column %s is given twice", m[1])
+		}
+		*field = m[2]
+	}
+	return q, nil
+}
+
+func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, id Identity) {
+	q, err := parseSearch(r.URL.Query().Get("search"))
+	if err != nil {
+		writeError(w, r, http.StatusBadRequest, errCodeBadSearch, "failed to parse search query: "+err.Error())
+		return
+	}
+	if !id.isAdmin() && !(id.Kind == KindSource && q.Source == id.Name) {
+		forbid(w, r, id, "list resource bundles without the search term source = '"+id.Name+"'")
+		return
+	}
+	page, size, err := s.pageParams(r)
+	if err != nil {
+		writeError(w, r, http.StatusBadRequest, errCodeValidation, err.Error())
+		return
+	}
+	// `after` (an extension to Maestro's API) walks by keyset: the page after the item with that id.
+	q.Limit, q.Offset, q.After = size, (page-1)*size, r.URL.Query().Get("after")
+	result, err := s.store.ListBundles(r.Context(), q)
+	if err != nil {
+		writeStoreError(w, r, err)
+		return
+	}
+	out := List[ResourceBundleJSON]{Kind: "ResourceBundleList", Page: page, Size: len(result.Items), Total: result.Total,
+		Items: []ResourceBundleJSON{}}
+	for _, b := range result.Items {
+		item, err := presentBundle(b)
+		if err != nil {
+			writeStoreError(w, r, err)
+			return
+		}
+		out.Items = append(out.Items, item)
+	}
+	writeJSON(w, r, http.StatusOK, out)
+}
+
+func (s *Server) getBundle(w http.ResponseWriter, r *http.Request, id Identity) {
+	b, err := s.store.GetBundle(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeStoreError(w, r, err)
+		return
+	}
+	if !id.isAdmin() && !(id.Kind == KindSource && b.Source == id.Name) {
+		forbid(w, r, id, "read resource bundle "+b.ID)
+		return
+	}
+	item, err := presentBundle(b)
+	if err != nil {
+		writeStoreError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, item)
+}
+
+// presentBundle renders a stored resource as Maestro renders a resource bundle.
+func presentBundle(b store.Bundle) (ResourceBundleJSON, error) {
+	out := ResourceBundleJSON{ID: b.ID, Kind: "ResourceBundle", Href: BasePath + "/resource-bundles/" + b.ID, Name: b.Name,
+		ConsumerName: b.Consumer, Version: b.Version, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, DeletedAt: b.DeletedAt,
+		Metadata: json.RawMessage(b.Meta)}
+	var spec struct {
+		Manifests       []map[string]any `json:"manifests"`
+		DeleteOption    map[string]any   `json:"deleteOption"`
+		ManifestConfigs []map[string]any `json:"manifestConfigs"`
+	}
+	if err := json.Unmarshal(b.Spec, &spec); err != nil {
+		return out, fmt.Errorf("decode spec of resource bundle %s: %w", b.ID, err)
+	}
+	out.Manifests, out.DeleteOption, out.ManifestConfigs = spec.Manifests, spec.DeleteOption, spec.ManifestConfigs
+	if len(b.Status) == 0 {
+		return out, nil
+	}
+	if err := json.Unmarshal(b.Status, &out.Status); err != nil {
+		return out, fmt.Errorf("decode status of resource bundle %s: %w", b.ID, err)
+	}
+	out.Status["ObservedVersion"] = b.StatusVersion
+	out.Status["SequenceID"] = strconv.FormatInt(b.StatusSequence, 10)
+	return out, nil
+}

@@ -1,0 +1,319 @@
+// Package server is argocd-pull's Maestro-compatible CloudEvents server: sources (the hub controller) and
+// agents (managed clusters) speak sdk-go's CloudEventService over gRPC on two listeners, works are kept in
+// PostgreSQL, instances sharing a database tell each other about changes with LISTEN/NOTIFY, and an HTTP
+// listener serves a Maestro-compatible REST API, metrics and health.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"k8s.io/klog/v2"
+
+	pbv1 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc/protobuf/v1"
+	grpcbroker "open-cluster-management.io/sdk-go/pkg/cloudevents/server/grpc"
+
+	"github.com/argocd-pull/argocd-pull/internal/server/store"
+)
+
+// Server is one running server instance. Start it, read its addresses, Stop it.
+type Server struct {
+	opts     *Options
+	limits   sizeLimits
+	store    store.Store
+	metrics  *metrics
+	streams  *streams
+	dispatch *dispatcher
+	specs    *batcher[store.SpecWrite, store.SpecResult]
+	statuses *batcher[store.StatusWrite, store.StatusResult]
+	auth     *authenticator
+
+	sourceGRPC *grpc.Server
+	agentGRPC  *grpc.Server
+	http       *http.Server
+	listeners  [3]net.Listener
+
+	ready     atomic.Bool
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	stopOnce  sync.Once
+	serveErrs chan error
+}
+
+// New returns a server for validated options.
+func New(opts *Options) *Server {
+	return &Server{
+		opts:      opts,
+		limits:    sizeLimits{event: opts.MaxEventBytes, resync: opts.MaxResyncBytes},
+		metrics:   newMetrics(),
+		streams:   newStreams(),
+		serveErrs: make(chan error, 3),
+	}
+}
+
+// Start connects to the database, applies migrations, binds the three listeners and starts serving.
+func (s *Server) Start(ctx context.Context) error {
+	if err := s.start(ctx); err != nil {
+		s.Stop()
+		return err
+	}
+	return nil
+}
+
+func (s *Server) start(ctx context.Context) error {
+	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	logger := klog.FromContext(ctx).WithValues("instance", s.opts.InstanceID)
+	ctx = klog.NewContext(ctx, logger)
+	st, err := store.New(ctx, store.Config{URL: s.opts.DatabaseURL, MaxConns: s.opts.DatabaseMaxConns,
+		InstanceID: s.opts.InstanceID, Observe: s.metrics.observeDB})
+	if err != nil {
+		return err
+	}
+	s.store = st
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	if err := st.RegisterInstance(ctx); err != nil {
+		return err
+	}
+	if err := s.setUpAuth(); err != nil {
+		return err
+	}
+	tlsConfig, err := s.tlsConfig()
+	if err != nil {
+		return err
+	}
+	if err := s.listen(); err != nil {
+		return err
+	}
+	s.startServing(ctx, tlsConfig)
+	s.ready.Store(true)
+	logger.Info("Server started", "sourceAddress", s.SourceAddr(), "agentAddress", s.AgentAddr(), "httpAddress", s.HTTPAddr(),
+		"tls", tlsConfig != nil, "mtls", s.opts.ClientCAFile != "", "tokens", len(s.auth.tokens), "anonymous", s.auth.anonymous)
+	return nil
+}
+
+func (s *Server) setUpAuth() error {
+	s.auth = &authenticator{anonymous: s.opts.AllowAnonymous, tokens: map[string]Identity{}}
+	if s.opts.TokenFile == "" {
+		return nil
+	}
+	tokens, err := loadTokens(s.opts.TokenFile)
+	if err != nil {
+		return err
+	}
+	s.auth.tokens = tokens
+	return nil
+}
+
+// tlsConfig is the serving configuration of all three listeners, or nil to serve in plain text.
+func (s *Server) tlsConfig() (*tls.Config, error) {
+	if s.opts.TLSCertFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(s.opts.TLSCertFile, s.opts.TLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load serving certificate: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if s.opts.ClientCAFile != "" {
+		pem, err := os.ReadFile(s.opts.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read client CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("client CA file %s holds no certificate", s.opts.ClientCAFile)
+		}
+		cfg.ClientCAs = pool
+		// Verify a certificate when one is offered; callers without one may still bring a bearer token.
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	return cfg, nil
+}
+
+func (s *Server) listen() error {
+	for i, addr := range []string{s.opts.SourceAddress, s.opts.AgentAddress, s.opts.HTTPAddress} {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		s.listeners[i] = l
+	}
+	return nil
+}
+
+func (s *Server) startServing(ctx context.Context, tlsConfig *tls.Config) {
+	broker := grpcbroker.NewGRPCBroker(&grpcbroker.BrokerOptions{HeartbeatCheckInterval: s.opts.StreamHeartbeatInterval})
+	service := &agentService{s: s}
+	broker.RegisterService(ctx, dataType, service)
+	s.dispatch = newDispatcher(s.streams, broker, s.metrics, 8, s.opts.SourceSendTimeout)
+	s.dispatch.run(ctx)
+	s.specs = newBatcher(500, 30*time.Second, func(ctx context.Context, in []store.SpecWrite) ([]store.SpecResult, error) {
+		return s.store.ApplySpecs(ctx, in, s.opts.AutoRegisterConsumers)
+	})
+	s.specs.run(ctx, 2)
+	s.statuses = newBatcher(500, 30*time.Second, s.store.ApplyStatuses)
+	s.statuses.run(ctx, 2)
+
+	s.sourceGRPC = s.grpcServer(ctx, tlsConfig)
+	pbv1.RegisterCloudEventServiceServer(s.sourceGRPC, &sourceEndpoint{s: s})
+	s.agentGRPC = s.grpcServer(ctx, tlsConfig)
+	pbv1.RegisterCloudEventServiceServer(s.agentGRPC, &agentEndpoint{s: s, broker: broker, service: service})
+	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+
+	s.serve(func() error { return s.sourceGRPC.Serve(s.listeners[0]) })
+	s.serve(func() error { return s.agentGRPC.Serve(s.listeners[1]) })
+	s.serve(func() error {
+		if tlsConfig != nil {
+			return s.http.ServeTLS(s.listeners[2], "", "")
+		}
+		return s.http.Serve(s.listeners[2])
+	})
+	s.background(ctx, func(ctx context.Context) {
+		_ = s.store.Listen(ctx, s.feedConnected(), func(ctx context.Context, n []store.Notification) {
+			s.dispatch.notifications(ctx, s.store, n)
+		})
+	})
+	s.background(ctx, s.maintain)
+}
+
+func (s *Server) grpcServer(ctx context.Context, tlsConfig *tls.Config) *grpc.Server {
+	creds := insecure.NewCredentials()
+	if tlsConfig != nil {
+		creds = credentials.NewTLS(tlsConfig)
+	}
+	return grpc.NewServer(
+		grpc.Creds(creds),
+		// The transport admits resync requests; each event is checked against its own limit.
+		grpc.MaxRecvMsgSize(s.opts.MaxResyncBytes+64*1024),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.ChainUnaryInterceptor(s.auth.unaryInterceptor, loggingUnary(ctx)),
+		grpc.ChainStreamInterceptor(s.auth.streamInterceptor, loggingStream(ctx)),
+	)
+}
+
+// loggingUnary and loggingStream give handlers the server's logger in their context.
+func loggingUnary(base context.Context) grpc.UnaryServerInterceptor {
+	logger := klog.FromContext(base)
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return handler(klog.NewContext(ctx, logger), req)
+	}
+}
+
+func loggingStream(base context.Context) grpc.StreamServerInterceptor {
+	logger := klog.FromContext(base)
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		return handler(srv, &contextStream{ServerStream: ss, ctx: klog.NewContext(ss.Context(), logger)})
+	}
+}
+
+func (s *Server) serve(fn func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := fn(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
+			s.serveErrs <- err
+		}
+	}()
+}
+
+func (s *Server) background(ctx context.Context, fn func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn(ctx)
+	}()
+}
+
+// feedConnected returns the hook the notification feed calls on every connection: after the first, the
+// feed was interrupted and notifications may be lost, so every subscription is reset and its client
+// resyncs.
+func (s *Server) feedConnected() func(ctx context.Context) {
+	first := true
+	return func(ctx context.Context) {
+		if first {
+			first = false
+			return
+		}
+		n := s.streams.resetAll(errFeedInterrupted)
+		s.metrics.streamResets.Inc()
+		klog.FromContext(ctx).Info("Database feed reconnected; reset subscriptions so that clients resync", "subscriptions", n)
+	}
+}
+
+// Errors returns a channel that receives an error when a listener fails.
+func (s *Server) Errors() <-chan error { return s.serveErrs }
+
+// SourceAddr is the address sources connect to.
+func (s *Server) SourceAddr() string { return s.listeners[0].Addr().String() }
+
+// AgentAddr is the address agents connect to.
+func (s *Server) AgentAddr() string { return s.listeners[1].Addr().String() }
+
+// HTTPAddr is the address of the REST API, metrics and health endpoints.
+func (s *Server) HTTPAddr() string { return s.listeners[2].Addr().String() }
+
+// Stop shuts the server down gracefully: it stops being ready, ends every subscription (clients resync on
+// another instance), lets in-flight publishes finish, and leaves the instance table.
+func (s *Server) Stop() {
+	s.stopOnce.Do(s.stop)
+}
+
+func (s *Server) stop() {
+	s.ready.Store(false)
+	s.streams.resetAll(errShuttingDown)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	for _, g := range []*grpc.Server{s.sourceGRPC, s.agentGRPC} {
+		if g != nil {
+			gracefulStop(ctx, g)
+		}
+	}
+	if s.http != nil {
+		_ = s.http.Shutdown(ctx)
+	}
+	for _, l := range s.listeners {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	if s.store != nil {
+		if err := s.store.RemoveInstance(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Failed to leave the instance table", "instance", s.opts.InstanceID)
+		}
+		s.store.Close()
+	}
+}
+
+func gracefulStop(ctx context.Context, g *grpc.Server) {
+	done := make(chan struct{})
+	go func() {
+		g.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		g.Stop()
+	}
+}
