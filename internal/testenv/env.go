@@ -26,6 +26,8 @@ type Options struct {
 	Postgres bool
 	// Users are extra token identities on every cluster.
 	Users []User
+	// ControllerLog sends the logs of controllers run inside the test process to logs/in-process.log.
+	ControllerLog bool
 }
 
 // Env is a running hub, its managed clusters and, if asked for, PostgreSQL.
@@ -57,6 +59,14 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		}
 	}()
 
+	if err := os.MkdirAll(filepath.Join(env.Dir, "logs"), 0o755); err != nil {
+		return nil, fmt.Errorf("create log dir: %w", err)
+	}
+	if opts.ControllerLog {
+		if err := logToFile(env.Dir); err != nil {
+			return nil, err
+		}
+	}
 	if env.etcd, err = startEtcd(ctx, env.Dir); err != nil {
 		return nil, err
 	}

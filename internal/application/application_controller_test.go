@@ -1,0 +1,599 @@
+package application_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/argocd-pull/argocd-pull/internal/application"
+	"github.com/argocd-pull/argocd-pull/internal/appstatus"
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/controller"
+)
+
+// TestCreateUpdateNoOp: an Application becomes a work in its cluster's namespace; a spec change updates it; a
+// reconcile that changes nothing writes nothing.
+func TestCreateUpdateNoOp(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	startController(t)
+	ctx := context.Background()
+
+	createApp(t, c, newApp(ns, "guestbook", cluster))
+	var w *workv1.ManifestWork
+	eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "guestbook"); return err })
+	if w.Annotations[argocd.AnnotationHubAppNamespace] != ns || w.Annotations[argocd.AnnotationHubAppName] != "guestbook" {
+		t.Errorf("work annotations = %v", w.Annotations)
+	}
+	if got := payloadApp(t, w); got.GetNamespace() != ns {
+		t.Errorf("payload namespace = %s", got.GetNamespace())
+	}
+	eventually(t, "finalizer added", func() error {
+		if !controllerutil.ContainsFinalizer(getApp(t, c, ns, "guestbook"), application.Finalizer) {
+			return errors.New("no finalizer")
+		}
+		return nil
+	})
+
+	app := getApp(t, c, ns, "guestbook")
+	if err := unstructured.SetNestedField(app.Object, "v2", "spec", "source", "targetRevision"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "work updated", func() error {
+		w, err := getWork(c, cluster, ns, "guestbook")
+		if err != nil {
+			return err
+		}
+		if rev, _, _ := unstructured.NestedString(payloadApp(t, w).Object, "spec", "source", "targetRevision"); rev != "v2" {
+			return fmt.Errorf("targetRevision = %q", rev)
+		}
+		return nil
+	})
+
+	// Label-only churn that does not change the work must not write it.
+	w, _ = getWork(c, cluster, ns, "guestbook")
+	rv := w.ResourceVersion
+	app = getApp(t, c, ns, "guestbook")
+	app.SetLabels(map[string]string{argocd.LabelPull: "true"})
+	a := app.GetAnnotations()
+	a["unrelated"] = "x"
+	app.SetAnnotations(a)
+	if err := c.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "annotation delivered", func() error {
+		w, err := getWork(c, cluster, ns, "guestbook")
+		if err != nil {
+			return err
+		}
+		if payloadApp(t, w).GetAnnotations()["unrelated"] != "x" {
+			return errors.New("not yet")
+		}
+		rv = w.ResourceVersion
+		return nil
+	})
+	consistently(t, "work not rewritten", 2*time.Second, func() error {
+		w, err := getWork(c, cluster, ns, "guestbook")
+		if err != nil {
+			return err
+		}
+		if w.ResourceVersion != rv {
+			return fmt.Errorf("work written again: resourceVersion %s -> %s", rv, w.ResourceVersion)
+		}
+		return nil
+	})
+}
+
+// setWorkStatus writes a work status as the work agent would: on the latest version, retrying on conflicts.
+func setWorkStatus(t *testing.T, c client.Client, w *workv1.ManifestWork, values ...workv1.FeedbackValue) {
+	t.Helper()
+	eventually(t, "write work status", func() error {
+		latest := &workv1.ManifestWork{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(w), latest); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		app := payloadApp(t, latest)
+		latest.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete", ObservedGeneration: latest.Generation, LastTransitionTime: now}}
+		latest.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
+			ResourceMeta:    workv1.ManifestResourceMeta{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application", Resource: "applications", Name: app.GetName(), Namespace: app.GetNamespace()},
+			StatusFeedbacks: workv1.StatusFeedbackResult{Values: values},
+			Conditions: []metav1.Condition{
+				{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestComplete", ObservedGeneration: latest.Generation, LastTransitionTime: now},
+				{Type: "StatusFeedbackSynced", Status: metav1.ConditionTrue, Reason: "StatusFeedbackSynced", LastTransitionTime: now},
+			},
+		}}
+		return c.Status().Update(context.Background(), latest)
+	})
+}
+
+func str(name, v string) workv1.FeedbackValue {
+	return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.String, String: &v}}
+}
+
+func raw(name, v string) workv1.FeedbackValue {
+	return workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.JsonRaw, JsonRaw: &v}}
+}
+
+// TestStatusFromFeedback: the work's feedback becomes the hub Application's status, raw sections where they
+// come back and the scalar fields otherwise; a status change is written, an identical one is not.
+func TestStatusFromFeedback(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	startController(t)
+
+	createApp(t, c, newApp(ns, "status", cluster))
+	var w *workv1.ManifestWork
+	eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "status"); return err })
+
+	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "OutOfSync"), str(appstatus.FeedbackHealthStatus, "Progressing"))
+	eventually(t, "small fields on the hub", func() error {
+		app := getApp(t, c, ns, "status")
+		s, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
+		h, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
+		if s != "OutOfSync" || h != "Progressing" {
+			return fmt.Errorf("sync=%q health=%q", s, h)
+		}
+		return nil
+	})
+
+	w, _ = getWork(c, cluster, ns, "status")
+	setWorkStatus(t, c, w,
+		str(appstatus.FeedbackSyncStatus, "Synced"), str(appstatus.FeedbackHealthStatus, "Healthy"),
+		raw("status.sync", `{"status":"Synced","revision":"abc123","comparedTo":{"destination":{"server":"https://kubernetes.default.svc","namespace":"guestbook"},"source":{"repoURL":"http://git.example/repo.git"}}}`),
+		raw("status.health", `{"status":"Healthy"}`),
+		raw("status.resources", `[{"version":"v1","kind":"ConfigMap","namespace":"guestbook","name":"cm","status":"Synced","health":{"status":"Healthy"}}]`),
+		raw("status.summary", `{"images":["nginx:1"]}`),
+		str("status.sourceType", "Directory"),
+	)
+	eventually(t, "raw status on the hub", func() error {
+		app := getApp(t, c, ns, "status")
+		rev, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
+		res, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
+		st, _, _ := unstructured.NestedString(app.Object, "status", "sourceType")
+		if rev != "abc123" || len(res) != 1 || st != "Directory" {
+			return fmt.Errorf("status = %v", app.Object["status"])
+		}
+		return nil
+	})
+	app := getApp(t, c, ns, "status")
+	rv := app.GetResourceVersion()
+	// The same feedback again (a status update of the work that changes nothing for the Application).
+	w, _ = getWork(c, cluster, ns, "status")
+	w.Status.Conditions[0].Message = "touched"
+	if err := c.Status().Update(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	consistently(t, "hub application not rewritten", 2*time.Second, func() error {
+		if got := getApp(t, c, ns, "status").GetResourceVersion(); got != rv {
+			return fmt.Errorf("application written again: %s -> %s", rv, got)
+		}
+		return nil
+	})
+}
+
+// TestRefreshAndOperation: a refresh annotation and a sync operation set on the hub reach the managed
+// cluster's payload and are cleared on the hub once the managed cluster has taken them over.
+func TestRefreshAndOperation(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	startController(t)
+	ctx := context.Background()
+
+	createApp(t, c, newApp(ns, "ops", cluster))
+	var w *workv1.ManifestWork
+	eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "ops"); return err })
+	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"),
+		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:00:00Z"))
+
+	// Refresh.
+	app := getApp(t, c, ns, "ops")
+	a := app.GetAnnotations()
+	a[argocd.AnnotationRefresh] = "hard"
+	app.SetAnnotations(a)
+	if err := c.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "refresh delivered", func() (err error) {
+		if w, err = getWork(c, cluster, ns, "ops"); err != nil {
+			return err
+		}
+		if payloadApp(t, w).GetAnnotations()[argocd.AnnotationRefresh] != "hard" {
+			return errors.New("refresh not in the payload")
+		}
+		return nil
+	})
+	if _, ok := getApp(t, c, ns, "ops").GetAnnotations()[argocd.AnnotationRefresh]; !ok {
+		t.Fatal("refresh cleared on the hub before the managed cluster applied it")
+	}
+	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"),
+		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:00:00Z"))
+	eventually(t, "refresh cleared on the hub and in the payload", func() error {
+		if _, ok := getApp(t, c, ns, "ops").GetAnnotations()[argocd.AnnotationRefresh]; ok {
+			return errors.New("refresh still on the hub")
+		}
+		w, err := getWork(c, cluster, ns, "ops")
+		if err != nil {
+			return err
+		}
+		if _, ok := payloadApp(t, w).GetAnnotations()[argocd.AnnotationRefresh]; ok {
+			return errors.New("refresh still in the payload")
+		}
+		return nil
+	})
+
+	// Sync operation.
+	app = getApp(t, c, ns, "ops")
+	app.Object["operation"] = map[string]any{"initiatedBy": map[string]any{"username": "admin"}, "sync": map[string]any{"revision": "HEAD"}}
+	if err := c.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "operation delivered", func() (err error) {
+		if w, err = getWork(c, cluster, ns, "ops"); err != nil {
+			return err
+		}
+		if payloadApp(t, w).Object["operation"] == nil {
+			return errors.New("no operation in the payload")
+		}
+		if w.Annotations[application.AnnotationOperationBaseline] != "2026-01-01T00:00:00Z" {
+			return fmt.Errorf("baseline = %q", w.Annotations[application.AnnotationOperationBaseline])
+		}
+		return nil
+	})
+	// The managed cluster still reports its earlier operation: the hub keeps its .operation.
+	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"),
+		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:00:00Z"))
+	consistently(t, "operation kept while the cluster has not run it", time.Second, func() error {
+		if getApp(t, c, ns, "ops").Object["operation"] == nil {
+			return errors.New("operation cleared too early")
+		}
+		return nil
+	})
+	w, _ = getWork(c, cluster, ns, "ops")
+	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"),
+		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:05:00Z"))
+	eventually(t, "operation handed off", func() error {
+		app := getApp(t, c, ns, "ops")
+		if app.Object["operation"] != nil {
+			return errors.New("operation still on the hub")
+		}
+		if phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase"); phase != "Succeeded" {
+			return fmt.Errorf("operationState.phase = %q", phase)
+		}
+		return nil
+	})
+}
+
+// TestDelete: deleting a standalone hub Application deletes its work, then the Application goes.
+func TestDelete(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	startController(t)
+
+	createApp(t, c, newApp(ns, "gone", cluster))
+	eventually(t, "work created and finalizer set", func() error {
+		if _, err := getWork(c, cluster, ns, "gone"); err != nil {
+			return err
+		}
+		if !controllerutil.ContainsFinalizer(getApp(t, c, ns, "gone"), application.Finalizer) {
+			return errors.New("no finalizer")
+		}
+		return nil
+	})
+	if err := c.Delete(context.Background(), getApp(t, c, ns, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "work and application deleted", func() error {
+		if _, err := getWork(c, cluster, ns, "gone"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("work: %v", err)
+		}
+		app := argocd.NewApplication()
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "gone"}, app); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("application: %v", err)
+		}
+		return nil
+	})
+}
+
+// TestSweeper: works whose hub Application no longer exists are removed, also when the Application went while
+// the controller was down; works argocd-pull does not own are never touched.
+func TestSweeper(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	ctx := context.Background()
+
+	// An ApplicationSet-owned Application has no finalizer: delete it while no controller runs.
+	stop := startStoppable(t)
+	app := newApp(ns, "owned", cluster)
+	app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "set", UID: "3c1a0cfa-0000-0000-0000-000000000001"}})
+	createApp(t, c, app)
+	eventually(t, "work created", func() error { _, err := getWork(c, cluster, ns, "owned"); return err })
+	if controllerutil.ContainsFinalizer(getApp(t, c, ns, "owned"), application.Finalizer) {
+		t.Error("an ApplicationSet-owned Application must not get the finalizer")
+	}
+	stop()
+	if err := c.Delete(ctx, getApp(t, c, ns, "owned")); err != nil {
+		t.Fatal(err)
+	}
+
+	orphan := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
+		Namespace: cluster, Name: "orphan",
+		Labels:      map[string]string{argocd.LabelPull: "true"},
+		Annotations: map[string]string{argocd.AnnotationHubAppNamespace: ns, argocd.AnnotationHubAppName: "never-existed"},
+	}}
+	foreign := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
+		Namespace: cluster, Name: "foreign",
+		Annotations: map[string]string{argocd.AnnotationHubAppNamespace: ns, argocd.AnnotationHubAppName: "never-existed"},
+	}}
+	for _, w := range []*workv1.ManifestWork{orphan, foreign} {
+		w.Spec.Workload.Manifests = []workv1.Manifest{{RawExtension: runtimeConfigMap()}}
+		if err := c.Create(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	startController(t)
+	eventually(t, "orphaned works swept", func() error {
+		for _, name := range []string{application.WorkName(ns, "owned"), "orphan"} {
+			w := &workv1.ManifestWork{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("work %s still there: %v", name, err)
+			}
+		}
+		return nil
+	})
+	consistently(t, "foreign work kept", time.Second, func() error {
+		return c.Get(ctx, client.ObjectKey{Namespace: cluster, Name: "foreign"}, &workv1.ManifestWork{})
+	})
+}
+
+// startStoppable runs the controllers until the returned function is called.
+func startStoppable(t *testing.T) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	opts := controller.NewOptions()
+	opts.MetricsAddress, opts.HealthAddress = "0", "0"
+	opts.StartedMoreThanOnce = true
+	ctl, err := controller.New(ctx, env.Hub.Config(), opts)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ctl.Start(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	}
+}
+
+// TestTenancyGate: an Application may only target clusters a PlacementDecision in its namespace selects.
+func TestTenancyGate(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := names(t)
+	createNamespace(t, c, ns)
+	createNamespace(t, c, cluster)
+	startController(t)
+
+	createApp(t, c, newApp(ns, "gated", cluster))
+	expectCondition(t, c, ns, "gated", argocd.ConditionClusterNotPermitted, "no PlacementDecision in namespace "+ns+" selects cluster "+cluster)
+	if _, err := getWork(c, cluster, ns, "gated"); !apierrors.IsNotFound(err) {
+		t.Fatalf("work delivered to a cluster that is not placed: %v", err)
+	}
+	eventually(t, "warning event", func() error {
+		for _, r := range warningEvents(t, c, ns, "gated") {
+			if r == argocd.ConditionClusterNotPermitted {
+				return nil
+			}
+		}
+		return errors.New("no ClusterNotPermittedError event")
+	})
+
+	placeClusters(t, c, ns, cluster)
+	eventually(t, "work delivered once placed", func() error { _, err := getWork(c, cluster, ns, "gated"); return err })
+	eventually(t, "condition cleared", func() error {
+		if msg := condition(getApp(t, c, ns, "gated"), argocd.ConditionClusterNotPermitted); msg != "" {
+			return fmt.Errorf("condition still set: %s", msg)
+		}
+		return nil
+	})
+}
+
+// TestTenancyGateOff: with the gate off any cluster may be targeted.
+func TestTenancyGateOff(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := names(t)
+	createNamespace(t, c, ns)
+	createNamespace(t, c, cluster)
+	startController(t, func(o *controller.Options) { o.Application.TenancyGate = false })
+	createApp(t, c, newApp(ns, "ungated", cluster))
+	eventually(t, "work delivered", func() error { _, err := getWork(c, cluster, ns, "ungated"); return err })
+}
+
+// TestBadInput: each bad Application gets a clear condition and a Warning event, and a good Application next
+// to them is delivered as usual.
+func TestBadInput(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	startController(t)
+
+	noAnnotation := newApp(ns, "no-annotation", cluster)
+	noAnnotation.SetAnnotations(map[string]string{argocd.AnnotationSkipReconcile: "true"})
+	emptyAnnotation := newApp(ns, "empty-annotation", "  ")
+	unknownCluster := newApp(ns, "unknown-cluster", "no-such-cluster")
+	badNamespace := newApp(ns, "bad-namespace", cluster)
+	a := badNamespace.GetAnnotations()
+	a[argocd.AnnotationAppNamespace] = "Bad_Namespace"
+	badNamespace.SetAnnotations(a)
+	tooLarge := newApp(ns, "too-large", cluster)
+	_ = unstructured.SetNestedField(tooLarge.Object, strings.Repeat("x", application.MaxWorkBytes), "spec", "source", "helm", "values")
+	good := newApp(ns, "good", cluster)
+
+	for _, app := range []*unstructured.Unstructured{noAnnotation, emptyAnnotation, unknownCluster, badNamespace, tooLarge, good} {
+		createApp(t, c, app)
+	}
+	tests := []struct{ name, typ, msg string }{
+		{"no-annotation", argocd.ConditionInvalidSpec, "annotation " + argocd.AnnotationManagedCluster + " is missing or empty"},
+		{"empty-annotation", argocd.ConditionInvalidSpec, "is missing or empty"},
+		{"bad-namespace", argocd.ConditionInvalidSpec, "is not a valid namespace name"},
+		{"too-large", argocd.ConditionInvalidSpec, "too large to deliver"},
+	}
+	for _, tt := range tests {
+		expectCondition(t, c, ns, tt.name, tt.typ, tt.msg)
+		eventually(t, "warning event for "+tt.name, func() error {
+			for _, r := range warningEvents(t, c, ns, tt.name) {
+				if r == tt.typ {
+					return nil
+				}
+			}
+			return errors.New("no warning event")
+		})
+	}
+	// With the gate on, a cluster nobody placed is refused before the transport is asked (TestUnknownCluster
+	// covers the transport's answer).
+	expectCondition(t, c, ns, "unknown-cluster", argocd.ConditionClusterNotPermitted, "no-such-cluster")
+
+	eventually(t, "good application delivered", func() error { _, err := getWork(c, cluster, ns, "good"); return err })
+	works := &workv1.ManifestWorkList{}
+	if err := c.List(context.Background(), works, client.InNamespace(cluster)); err != nil {
+		t.Fatal(err)
+	}
+	if len(works.Items) != 1 {
+		t.Errorf("works in %s = %d, want only the good one", cluster, len(works.Items))
+	}
+}
+
+// TestUnknownCluster: a cluster without a namespace on the hub is reported, and delivery follows once the
+// namespace exists.
+func TestUnknownCluster(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := names(t)
+	createNamespace(t, c, ns)
+	startController(t, func(o *controller.Options) { o.Application.TenancyGate = false })
+
+	createApp(t, c, newApp(ns, "app", cluster))
+	expectCondition(t, c, ns, "app", argocd.ConditionUnknownCluster, fmt.Sprintf("cluster %q is not known", cluster))
+	createNamespace(t, c, cluster)
+	eventually(t, "work delivered once the cluster exists", func() error { _, err := getWork(c, cluster, ns, "app"); return err })
+	eventually(t, "condition cleared", func() error {
+		if msg := condition(getApp(t, c, ns, "app"), argocd.ConditionUnknownCluster); msg != "" {
+			return errors.New(msg)
+		}
+		return nil
+	})
+}
+
+// TestLocalCluster: the local cluster is skipped unless enabled.
+func TestLocalCluster(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster, Labels: map[string]string{argocd.LabelLocalCluster: "true"}}}
+	if err := c.Create(context.Background(), mc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), mc) })
+	startController(t)
+	createApp(t, c, newApp(ns, "local", cluster))
+	expectCondition(t, c, ns, "local", argocd.ConditionDeliveryWarning, "is the hub itself")
+	if _, err := getWork(c, cluster, ns, "local"); !apierrors.IsNotFound(err) {
+		t.Fatalf("work delivered to the local cluster: %v", err)
+	}
+
+	mc.Labels = nil
+	if err := c.Update(context.Background(), mc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "delivered once no longer local", func() error { _, err := getWork(c, cluster, ns, "local"); return err })
+}
+
+// TestRelocateAndUnlabel: moving an Application to another cluster moves its work; removing the pull label
+// removes its work and the finalizer.
+func TestRelocateAndUnlabel(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	_, other := names(t)
+	createNamespace(t, c, other)
+	placeClustersUpdate(t, c, ns, cluster, other)
+	startController(t)
+	ctx := context.Background()
+
+	createApp(t, c, newApp(ns, "mover", cluster))
+	eventually(t, "work in the first cluster", func() error { _, err := getWork(c, cluster, ns, "mover"); return err })
+	app := getApp(t, c, ns, "mover")
+	a := app.GetAnnotations()
+	a[argocd.AnnotationManagedCluster] = other
+	app.SetAnnotations(a)
+	if err := c.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "work moved", func() error {
+		if _, err := getWork(c, other, ns, "mover"); err != nil {
+			return err
+		}
+		if _, err := getWork(c, cluster, ns, "mover"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("old work still there: %v", err)
+		}
+		return nil
+	})
+
+	app = getApp(t, c, ns, "mover")
+	app.SetLabels(nil)
+	if err := c.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "work and finalizer removed", func() error {
+		if _, err := getWork(c, other, ns, "mover"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("work still there: %v", err)
+		}
+		if controllerutil.ContainsFinalizer(getApp(t, c, ns, "mover"), application.Finalizer) {
+			return errors.New("finalizer still there")
+		}
+		return nil
+	})
+}
+
+// placeClustersUpdate makes the namespace's PlacementDecision select exactly the given clusters.
+func placeClustersUpdate(t *testing.T, c client.Client, ns string, clusters ...string) {
+	t.Helper()
+	ctx := context.Background()
+	list := &clusterv1beta1.PlacementDecisionList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) == 0 {
+		placeClusters(t, c, ns, clusters...)
+		return
+	}
+	pd := &list.Items[0]
+	pd.Status.Decisions = nil
+	for _, cl := range clusters {
+		pd.Status.Decisions = append(pd.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: cl})
+	}
+	if err := c.Status().Update(ctx, pd); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runtimeConfigMap() runtime.RawExtension {
+	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "default"}}
+	return runtime.RawExtension{Object: cm}
+}

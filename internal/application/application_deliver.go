@@ -1,0 +1,153 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/argocd-pull/argocd-pull/internal/appstatus"
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
+)
+
+// state is what one reconcile of an Application learns, step by step.
+type state struct {
+	app     *unstructured.Unstructured
+	cluster string
+	project *unstructured.Unstructured
+	// conditions are the problems found on the hub side (bad input, unknown or forbidden cluster).
+	conditions []appstatus.Condition
+	// frozen is set by bad input: nothing more is delivered and existing works are left as they are, so
+	// that a mistake on the hub never removes an Application from a managed cluster.
+	frozen bool
+	// desired is the work the Application should have; work is the one that exists (from the cache).
+	desired *workv1.ManifestWork
+	work    *workv1.ManifestWork
+}
+
+func (s *state) problem(conditionType, format string, args ...any) {
+	s.conditions = append(s.conditions, appstatus.Condition{Type: conditionType, Message: fmt.Sprintf(format, args...)})
+	s.frozen = true
+}
+
+// validate checks what the Application asks for against the hub: a cluster, a valid spoke namespace, a
+// cluster that may receive it, an AppProject that exists.
+func (r *Reconciler) validate(ctx context.Context, s *state) (ctrl.Result, error) {
+	s.cluster = argocd.ManagedCluster(s.app)
+	if s.cluster == "" {
+		s.problem(argocd.ConditionInvalidSpec, "annotation %s is missing or empty: the Application names no managed cluster",
+			argocd.AnnotationManagedCluster)
+		return ctrl.Result{}, nil
+	}
+	if _, err := SpokeNamespace(s.app); err != nil {
+		s.problem(argocd.ConditionInvalidSpec, "%v", err)
+		return ctrl.Result{}, nil
+	}
+	if !r.Options.EnableLocalCluster {
+		mc := &clusterv1.ManagedCluster{}
+		err := r.Client.Get(ctx, client.ObjectKey{Name: s.cluster}, mc)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get managedcluster %s: %w", s.cluster, err)
+		}
+		if err == nil && mc.Labels[argocd.LabelLocalCluster] == "true" {
+			s.problem(argocd.ConditionDeliveryWarning,
+				"cluster %s is the hub itself (label %s=true); delivery to it is turned off (--enable-local-cluster)",
+				s.cluster, argocd.LabelLocalCluster)
+			return ctrl.Result{}, nil
+		}
+	}
+	if r.Options.TenancyGate {
+		ok, err := r.clusterPermitted(ctx, s.app.GetNamespace(), s.cluster)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !ok {
+			s.problem(argocd.ConditionClusterNotPermitted,
+				"no PlacementDecision in namespace %s selects cluster %s: an Application may only target clusters placed for its namespace",
+				s.app.GetNamespace(), s.cluster)
+			return ctrl.Result{}, nil
+		}
+	}
+	if name := argocd.Project(s.app); name != argocd.DefaultProject {
+		proj := argocd.NewAppProject()
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Options.HubArgoCDNamespace, Name: name}, proj)
+		if apierrors.IsNotFound(err) {
+			s.problem(argocd.ConditionInvalidSpec, "AppProject %s does not exist in namespace %s on the hub", name, r.Options.HubArgoCDNamespace)
+			return ctrl.Result{}, nil
+		}
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("get appproject %s/%s: %w", r.Options.HubArgoCDNamespace, name, err)
+		}
+		s.project = proj
+	}
+	return ctrl.Result{}, nil
+}
+
+// deliver builds the work and applies it when it differs from the one that exists.
+func (r *Reconciler) deliver(ctx context.Context, s *state) (ctrl.Result, error) {
+	name := WorkName(s.app.GetNamespace(), s.app.GetName())
+	existing, err := r.Works.Get(ctx, s.cluster, name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("get work %s/%s: %w", s.cluster, name, err)
+	}
+	if err == nil {
+		s.work = existing
+	}
+	desired, err := BuildWork(s.app, BuildOptions{
+		Cluster:              s.cluster,
+		SpokeArgoCDNamespace: r.Options.SpokeArgoCDNamespace,
+		AppProject:           s.project,
+		OperationBaseline:    operationBaseline(s.app, s.work),
+	})
+	var invalid *InvalidApplicationError
+	if errors.As(err, &invalid) {
+		s.problem(argocd.ConditionInvalidSpec, "%v", err)
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.desired = desired
+	if s.work != nil && !s.work.DeletionTimestamp.IsZero() {
+		// The work is still being removed (the Application moved away and back); its events requeue.
+		return ctrl.Result{}, nil
+	}
+	key := desired.Namespace + "/" + desired.Name
+	cached := ""
+	if s.work != nil {
+		cached = s.work.Annotations[AnnotationSpecHash]
+	}
+	if r.expected.satisfied(key, cached, desired.Annotations[AnnotationSpecHash], r.clock()) {
+		return ctrl.Result{}, nil
+	}
+	if err := r.Works.Apply(ctx, desired); err != nil {
+		if errors.Is(err, workclient.ErrUnknownCluster) {
+			s.problem(argocd.ConditionUnknownCluster, "%v", err)
+			return ctrl.Result{RequeueAfter: r.Options.UnknownClusterRetry}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	r.expected.written(key, desired.Annotations[AnnotationSpecHash], r.clock())
+	log.FromContext(ctx).V(1).Info("Applied work", "work", klog.KObj(desired))
+	return ctrl.Result{}, nil
+}
+
+// removeStaleWorks deletes the works the Application has in other clusters (it moved to another cluster).
+func (r *Reconciler) removeStaleWorks(ctx context.Context, s *state) (ctrl.Result, error) {
+	_, err := r.deleteWorks(ctx, s.app.GetNamespace(), s.app.GetName(), s.cluster)
+	return ctrl.Result{}, err
+}
+
+// current reports whether the cached work carries exactly what the Application asks for now.
+func (s *state) current() bool {
+	return s.work != nil && s.desired != nil && s.work.Annotations[AnnotationSpecHash] == s.desired.Annotations[AnnotationSpecHash]
+}

@@ -1,0 +1,124 @@
+package application
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-pull/argocd-pull/internal/appstatus"
+)
+
+// writeStatus writes the hub Application's .status when it differs from what the hub has: the managed
+// cluster's status from the work's feedback, with the delivery conditions.
+func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, error) {
+	work := s.work
+	if work == nil && s.frozen {
+		// Bad input keeps the works where they are; keep showing what they report.
+		works, err := r.Works.ListForApplication(ctx, s.app.GetNamespace(), s.app.GetName())
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		for _, w := range works {
+			if w.DeletionTimestamp.IsZero() {
+				work = w
+				break
+			}
+		}
+	}
+	now := r.clock()
+	var delivery appstatus.Delivery
+	if work != nil {
+		delivery = appstatus.FromWork(work, appstatus.Options{Now: now, ApplyTimeout: r.Options.ApplyTimeout})
+	}
+	conditions := append(append([]appstatus.Condition{}, s.conditions...), delivery.Conditions...)
+	previous, _, _ := unstructured.NestedSlice(s.app.Object, "status", "conditions")
+	desired := appstatus.Compose(delivery.Status, conditions, previous, now)
+
+	var result ctrl.Result
+	if work != nil && !delivery.EverApplied && r.Options.ApplyTimeout > 0 && !work.CreationTimestamp.IsZero() {
+		if wait := r.Options.ApplyTimeout - now.Sub(work.CreationTimestamp.Time); wait > 0 {
+			result.RequeueAfter = wait
+		}
+	}
+
+	hash, err := StatusHash(desired)
+	if err != nil {
+		return result, err
+	}
+	if hash == cachedStatusHash(s.app) {
+		return result, nil
+	}
+	if err := r.patchStatus(ctx, s.app, desired); err != nil {
+		return result, err
+	}
+	r.recordTransitions(s.app, previous, conditions)
+	return result, nil
+}
+
+// patchStatus replaces the Application's .status. The Application CRD has no status subresource; a JSON
+// patch "add /status" replaces the whole status without reading it first.
+func (r *Reconciler) patchStatus(ctx context.Context, app *unstructured.Unstructured, status map[string]any) error {
+	data, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": status}})
+	if err != nil {
+		return fmt.Errorf("encode status of application %s: %w", klog.KObj(app), err)
+	}
+	if err := r.Client.Patch(ctx, app, client.RawPatch(types.JSONPatchType, data)); err != nil {
+		return fmt.Errorf("patch status of application %s: %w", klog.KObj(app), err)
+	}
+	return nil
+}
+
+// recordTransitions emits a Warning event for each problem that was not in the previous status.
+func (r *Reconciler) recordTransitions(app *unstructured.Unstructured, previous []any, conditions []appstatus.Condition) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, c := range conditions {
+		if hasCondition(previous, c) {
+			continue
+		}
+		r.Recorder.Eventf(app, nil, corev1.EventTypeWarning, c.Type, "Deliver", "%s", c.Message)
+	}
+}
+
+func hasCondition(conditions []any, c appstatus.Condition) bool {
+	for _, p := range conditions {
+		if pm, ok := p.(map[string]any); ok && pm["type"] == c.Type && pm["message"] == c.Message {
+			return true
+		}
+	}
+	return false
+}
+
+// StatusHash hashes an Application status the way the cache transform does, so a status that is already on
+// the hub is recognised and not written again.
+func StatusHash(status any) (string, error) {
+	if status == nil {
+		status = map[string]any{}
+	}
+	data, err := json.Marshal(status)
+	if err != nil {
+		return "", fmt.Errorf("encode application status: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+// cachedStatusHash returns the hash of the Application's full status as the cache transform recorded it, or
+// computes it when the object did not come through the transform.
+func cachedStatusHash(app *unstructured.Unstructured) string {
+	if h, ok := app.GetAnnotations()[AnnotationCachedStatusHash]; ok {
+		return h
+	}
+	h, _ := StatusHash(app.Object["status"])
+	return h
+}

@@ -1,0 +1,138 @@
+package application
+
+import (
+	"context"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
+)
+
+// Indexes of the cached Applications.
+const (
+	indexCluster          = "cluster"
+	indexNamespaceCluster = "namespaceCluster"
+	indexProject          = "project"
+)
+
+func indexApplications(ctx context.Context, indexer client.FieldIndexer) error {
+	indexes := map[string]func(*unstructured.Unstructured) string{
+		indexCluster:          func(u *unstructured.Unstructured) string { return argocd.ManagedCluster(u) },
+		indexNamespaceCluster: func(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + argocd.ManagedCluster(u) },
+		indexProject:          argocd.Project,
+	}
+	for name, fn := range indexes {
+		err := indexer.IndexField(ctx, argocd.NewApplication(), name, func(o client.Object) []string {
+			if v := fn(o.(*unstructured.Unstructured)); v != "" {
+				return []string{v}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// specChanged passes Application events except updates that changed only the status (argocd-pull's own
+// status writes, mostly).
+func specChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*unstructured.Unstructured), e.ObjectNew.(*unstructured.Unstructured)
+		return !reflect.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+			!reflect.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
+			!reflect.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+			!reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
+			o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
+			!reflect.DeepEqual(o.Object["spec"], n.Object["spec"]) ||
+			!reflect.DeepEqual(o.Object["operation"], n.Object["operation"])
+	}}
+}
+
+// workToApplication maps a work to its hub Application.
+func workToApplication(_ context.Context, o client.Object) []reconcile.Request {
+	w, ok := o.(*workv1.ManifestWork)
+	if !ok {
+		return nil
+	}
+	key := workclient.ApplicationKey(w)
+	if key == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{
+		Namespace: w.Annotations[argocd.AnnotationHubAppNamespace], Name: w.Annotations[argocd.AnnotationHubAppName],
+	}}}
+}
+
+// placementDecisionHandler requeues the Applications of the namespace that target a cluster the decision
+// selects, or selected before the change.
+func (r *Reconciler) placementDecisionHandler() handler.EventHandler {
+	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], pds ...client.Object) {
+		for _, o := range pds {
+			pd, ok := o.(*clusterv1beta1.PlacementDecision)
+			if !ok {
+				continue
+			}
+			for _, d := range pd.Status.Decisions {
+				for _, req := range r.applicationsBy(ctx, indexNamespaceCluster, pd.Namespace+"/"+d.ClusterName) {
+					q.Add(req)
+				}
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+	}
+}
+
+func (r *Reconciler) projectToApplications(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetNamespace() != r.Options.HubArgoCDNamespace {
+		return nil
+	}
+	return r.applicationsBy(ctx, indexProject, o.GetName())
+}
+
+func (r *Reconciler) clusterToApplications(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.applicationsBy(ctx, indexCluster, o.GetName())
+}
+
+func (r *Reconciler) applicationsBy(ctx context.Context, index, value string) []reconcile.Request {
+	list := argocd.NewApplicationList()
+	if err := r.Client.List(ctx, list, client.MatchingFields{index: value}); err != nil {
+		log.FromContext(ctx).Error(err, "List applications by index", "index", index, "value", value)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, app := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: app.GetNamespace(), Name: app.GetName()}})
+	}
+	return reqs
+}
+
+// localClusterLabelChanged passes ManagedCluster events that can change whether a cluster is the local cluster.
+func localClusterLabelChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetLabels()[argocd.LabelLocalCluster] != e.ObjectNew.GetLabels()[argocd.LabelLocalCluster]
+	}}
+}

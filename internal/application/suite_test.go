@@ -1,0 +1,230 @@
+package application_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-pull/argocd-pull/internal/application"
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"github.com/argocd-pull/argocd-pull/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, testenv.Options{ControllerLog: true}, &env))
+}
+
+// hubClient is a direct (uncached) client of the hub.
+func hubClient(t *testing.T) client.Client {
+	t.Helper()
+	c, err := client.New(env.Hub.Config(), client.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startController runs the hub controllers with the kube transport until the test ends.
+func startController(t *testing.T, mutate ...func(*controller.Options)) {
+	t.Helper()
+	opts := controller.NewOptions()
+	opts.MetricsAddress, opts.HealthAddress = "0", "0"
+	opts.Application.UnknownClusterRetry = time.Second
+	opts.StartedMoreThanOnce = true
+	for _, m := range mutate {
+		m(opts)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := controller.New(ctx, env.Hub.Config(), opts)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+}
+
+var seq atomic.Int32
+
+// names returns a fresh application namespace and cluster name for a test.
+func names(t *testing.T) (string, string) {
+	t.Helper()
+	n := seq.Add(1)
+	return fmt.Sprintf("apps-%d", n), fmt.Sprintf("cluster-%d", n)
+}
+
+func createNamespace(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// placeClusters creates a PlacementDecision in namespace ns that selects the clusters.
+func placeClusters(t *testing.T, c client.Client, ns string, clusters ...string) *clusterv1beta1.PlacementDecision {
+	t.Helper()
+	ctx := context.Background()
+	pd := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{
+		Namespace: ns, Name: "placement-decision-1",
+		Labels: map[string]string{clusterv1beta1.PlacementLabel: "placement"},
+	}}
+	if err := c.Create(ctx, pd); err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range clusters {
+		pd.Status.Decisions = append(pd.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: cl})
+	}
+	if err := c.Status().Update(ctx, pd); err != nil {
+		t.Fatal(err)
+	}
+	return pd
+}
+
+// setup creates an application namespace, a cluster namespace on the hub and a placement that selects it.
+func setup(t *testing.T, c client.Client) (ns, cluster string) {
+	t.Helper()
+	ns, cluster = names(t)
+	createNamespace(t, c, ns)
+	createNamespace(t, c, cluster)
+	placeClusters(t, c, ns, cluster)
+	return ns, cluster
+}
+
+func newApp(ns, name, cluster string) *unstructured.Unstructured {
+	app := argocd.NewApplication()
+	app.SetNamespace(ns)
+	app.SetName(name)
+	app.SetLabels(map[string]string{argocd.LabelPull: "true"})
+	app.SetAnnotations(map[string]string{argocd.AnnotationManagedCluster: cluster, argocd.AnnotationSkipReconcile: "true"})
+	app.Object["spec"] = map[string]any{
+		"project":     "default",
+		"source":      map[string]any{"repoURL": "http://git.example/repo.git", "path": "guestbook", "targetRevision": "HEAD"},
+		"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "guestbook"},
+	}
+	return app
+}
+
+func createApp(t *testing.T, c client.Client, app *unstructured.Unstructured) {
+	t.Helper()
+	if err := c.Create(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getApp(t *testing.T, c client.Client, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	app := argocd.NewApplication()
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, app); err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+func getWork(c client.Client, cluster, ns, app string) (*workv1.ManifestWork, error) {
+	w := &workv1.ManifestWork{}
+	err := c.Get(context.Background(), client.ObjectKey{Namespace: cluster, Name: application.WorkName(ns, app)}, w)
+	return w, err
+}
+
+// eventually polls f until it returns nil or the timeout passes.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v", what, err)
+}
+
+// consistently checks that f keeps returning nil for a while.
+func consistently(t *testing.T, what string, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// condition returns the message of the Application condition of the given type, or "".
+func condition(app *unstructured.Unstructured, typ string) string {
+	conds, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			msg, _ := m["message"].(string)
+			return msg
+		}
+	}
+	return ""
+}
+
+func expectCondition(t *testing.T, c client.Client, ns, name, typ, substr string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("condition %s on %s/%s", typ, ns, name), func() error {
+		msg := condition(getApp(t, c, ns, name), typ)
+		if !strings.Contains(msg, substr) || msg == "" {
+			return fmt.Errorf("condition %s = %q, want it to contain %q", typ, msg, substr)
+		}
+		return nil
+	})
+}
+
+// payloadApp returns the Application manifest of a work.
+func payloadApp(t *testing.T, w *workv1.ManifestWork) *unstructured.Unstructured {
+	t.Helper()
+	for _, m := range w.Spec.Workload.Manifests {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(m.Raw); err != nil {
+			t.Fatal(err)
+		}
+		if u.GetKind() == "Application" {
+			return u
+		}
+	}
+	t.Fatal("work has no Application")
+	return nil
+}
+
+// warningEvents returns the reasons of the Warning events about an object.
+func warningEvents(t *testing.T, c client.Client, ns, name string) []string {
+	t.Helper()
+	list := &corev1.EventList{}
+	if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == name && e.Type == corev1.EventTypeWarning {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	return reasons
+}

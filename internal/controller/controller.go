@@ -1,0 +1,211 @@
+// Package controller runs the hub controllers of argocd-pull (`argocd-pull controller`): it builds the
+// controller-runtime manager with a cache sized for large fleets, picks the transport, and registers the
+// reconcilers.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/argocd-pull/argocd-pull/internal/application"
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
+)
+
+// Transports.
+const (
+	TransportKube = "kube"
+	TransportGRPC = "grpc"
+)
+
+// Options are the flags of `argocd-pull controller`.
+type Options struct {
+	Kubeconfig   string
+	Transport    string
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+
+	MetricsAddress          string
+	HealthAddress           string
+	LeaderElect             bool
+	LeaderElectionNamespace string
+
+	Application application.Options
+
+	// StartedMoreThanOnce lets a process start the controllers several times (tests do): controller-runtime
+	// otherwise refuses a second controller of the same name, for the sake of its metrics.
+	StartedMoreThanOnce bool
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		Transport:               TransportKube,
+		KubeAPIQPS:              200,
+		KubeAPIBurst:            400,
+		MetricsAddress:          "127.0.0.1:8080",
+		HealthAddress:           "127.0.0.1:8081",
+		LeaderElectionNamespace: "open-cluster-management",
+		Application: application.Options{
+			SpokeArgoCDNamespace: "argocd",
+			HubArgoCDNamespace:   "argocd",
+			TenancyGate:          true,
+			ApplyTimeout:         5 * time.Minute,
+			UnknownClusterRetry:  30 * time.Second,
+			Workers:              16,
+		},
+	}
+}
+
+// AddFlags registers the flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the hub (in-cluster config or $KUBECONFIG when empty)")
+	fs.StringVar(&o.Transport, "transport", o.Transport, "How works reach the managed clusters: kube (ManifestWork objects on the hub) or grpc (a Maestro-compatible server)")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the hub apiserver")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the hub apiserver")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Address of the Prometheus metrics endpoint (0 to disable)")
+	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "Address of the /healthz and /readyz endpoints (0 to disable)")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so that only one replica reconciles")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader election lease")
+	fs.StringVar(&o.Application.SpokeArgoCDNamespace, "spoke-argocd-namespace", o.Application.SpokeArgoCDNamespace, "Namespace Argo CD runs in on the managed clusters")
+	fs.StringVar(&o.Application.HubArgoCDNamespace, "hub-argocd-namespace", o.Application.HubArgoCDNamespace, "Namespace of Argo CD (and its AppProjects) on the hub")
+	fs.BoolVar(&o.Application.TenancyGate, "tenancy-gate", o.Application.TenancyGate, "Deliver an Application in namespace N only to clusters that a PlacementDecision in N selects")
+	fs.BoolVar(&o.Application.EnableLocalCluster, "enable-local-cluster", o.Application.EnableLocalCluster, "Deliver to the cluster labelled local-cluster=true (the hub itself) too")
+	fs.DurationVar(&o.Application.ApplyTimeout, "apply-timeout", o.Application.ApplyTimeout, "How long a new work may stay unapplied before its Application shows a DeliveryError")
+	fs.IntVar(&o.Application.Workers, "workers", o.Application.Workers, "Concurrent Application reconciles")
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Transport != TransportKube && o.Transport != TransportGRPC {
+		errs = append(errs, fmt.Errorf("--transport must be %q or %q, not %q", TransportKube, TransportGRPC, o.Transport))
+	}
+	if o.Application.Workers < 1 {
+		errs = append(errs, errors.New("--workers must be at least 1"))
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.Application.SpokeArgoCDNamespace == "" || o.Application.HubArgoCDNamespace == "" {
+		errs = append(errs, errors.New("--spoke-argocd-namespace and --hub-argocd-namespace must not be empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs the controllers until the context ends.
+func (o *Options) Run(ctx context.Context) error {
+	cfg, err := ctrl.GetConfig()
+	if o.Kubeconfig != "" {
+		cfg, err = clientcmdConfig(o.Kubeconfig)
+	}
+	if err != nil {
+		return fmt.Errorf("load hub kubeconfig: %w", err)
+	}
+	c, err := New(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
+	return c.Start(ctx)
+}
+
+// Controller is the running set of hub controllers.
+type Controller struct {
+	Manager ctrl.Manager
+	Works   workclient.Client
+}
+
+// Scheme returns the scheme of the hub controllers.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, clusterv1.Install, clusterv1beta1.Install, workv1.Install,
+	} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// New builds the controllers on a hub.
+func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controller, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+
+	byObject := map[client.Object]cache.ByObject{
+		argocd.NewApplication(): application.CacheOptions(),
+	}
+	if o.Transport == TransportKube {
+		byObject[&workv1.ManifestWork{}] = workclient.KubeCacheOptions()
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: Scheme(),
+		Cache: cache.Options{
+			ByObject:         byObject,
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
+		// Argo CD objects are unstructured; without this the client would read them from the apiserver.
+		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddress},
+		HealthProbeBindAddress:  o.HealthAddress,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        "argocd-pull-controller",
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		Controller:              config.Controller{SkipNameValidation: ptr.To(o.StartedMoreThanOnce)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add ready check: %w", err)
+	}
+
+	var works workclient.Client
+	switch o.Transport {
+	case TransportKube:
+		works, err = workclient.NewKube(ctx, mgr)
+	default:
+		err = fmt.Errorf("transport %q is not available", o.Transport)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	app := &application.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Works:     works,
+		Recorder:  mgr.GetEventRecorder("argocd-pull"),
+		Options:   o.Application,
+	}
+	if err := app.SetupWithManager(ctx, mgr); err != nil {
+		return nil, fmt.Errorf("set up application controller: %w", err)
+	}
+	return &Controller{Manager: mgr, Works: works}, nil
+}
+
+// Start runs the controllers until the context ends.
+func (c *Controller) Start(ctx context.Context) error {
+	return c.Manager.Start(ctx)
+}

@@ -1,0 +1,57 @@
+// Package workclient is the transport seam between the hub controllers and the managed clusters: one interface
+// for delivering ManifestWorks and reading their status back, with two transports. The kube transport keeps
+// ManifestWork objects on the hub (the basic OCM pull model); the grpc transport publishes them as CloudEvents
+// to a Maestro-compatible server and keeps nothing in the hub's etcd. The controllers do not know which one
+// they run on.
+package workclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+)
+
+// Client delivers works and reports their status.
+type Client interface {
+	// Apply creates the work, or updates it to the given labels, annotations and spec.
+	Apply(ctx context.Context, work *workv1.ManifestWork) error
+	// Delete asks for a work's deletion. The work stays, marked for deletion, until the managed cluster's
+	// agent has removed what it applied. Deleting a work that does not exist is not an error.
+	Delete(ctx context.Context, namespace, name string) error
+	// Get returns a work from the client's cache, or an error for which apierrors.IsNotFound is true.
+	Get(ctx context.Context, namespace, name string) (*workv1.ManifestWork, error)
+	// ListForApplication returns the cached works of a hub Application, in every cluster.
+	ListForApplication(ctx context.Context, appNamespace, appName string) ([]*workv1.ManifestWork, error)
+	// Informer delivers the add, update and delete events of the works.
+	Informer() cache.Informer
+}
+
+// ErrUnknownCluster is wrapped by the error of Apply when the cluster does not exist for the transport: no
+// cluster namespace on the hub, or no consumer of that name on the server.
+var ErrUnknownCluster = errors.New("unknown cluster")
+
+// UnknownClusterError returns an error that wraps ErrUnknownCluster.
+func UnknownClusterError(cluster string, cause error) error {
+	return fmt.Errorf("cluster %q is not known to the transport (%w): %v", cluster, ErrUnknownCluster, cause)
+}
+
+// IndexApplication is the cache index of works by "namespace/name" of their hub Application.
+const IndexApplication = "hubApplication"
+
+// ApplicationKey returns the hub Application a work belongs to, as "namespace/name", or "" for a work that is
+// not a pull-model work. Only works labelled as pull-model works are argocd-pull's to manage.
+func ApplicationKey(work *workv1.ManifestWork) string {
+	if !argocd.IsPullApplication(work) {
+		return ""
+	}
+	ns, name := work.Annotations[argocd.AnnotationHubAppNamespace], work.Annotations[argocd.AnnotationHubAppName]
+	if ns == "" || name == "" {
+		return ""
+	}
+	return ns + "/" + name
+}
