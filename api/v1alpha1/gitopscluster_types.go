@@ -61,9 +61,11 @@ type GitOpsClusterStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// SelectedClusters is the number of distinct clusters the Placement's decisions select.
+	// +optional
 	SelectedClusters int32 `json:"selectedClusters"`
 
 	// RegisteredClusters is the number of selected clusters Argo CD knows through a cluster secret.
+	// +optional
 	RegisteredClusters int32 `json:"registeredClusters"`
 
 	// Phase is "successful" when Ready is True and "failed" otherwise, as in ACM's GitOpsCluster.

@@ -6,6 +6,7 @@ package gitopscluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -159,9 +161,12 @@ func (r *Reconciler) updateStatus(ctx context.Context, gc *v1alpha1.GitOpsCluste
 	next, changed := computeStatus(gc.Status, obs, metav1.NewTime(now()))
 	evs := statusEvents(gc.Status.Conditions, next.Conditions, obs.registration)
 	if changed {
-		patch := client.MergeFrom(gc.DeepCopy())
-		gc.Status = next
-		if err := r.Client.Status().Patch(ctx, gc, patch, client.FieldOwner(FieldOwner)); err != nil {
+		// The whole status in one merge patch: every field is computed, and zero counts must be written too.
+		body, err := json.Marshal(map[string]any{"status": next})
+		if err != nil {
+			return fmt.Errorf("encode status of gitopscluster %s: %w", ownerKey(gc), err)
+		}
+		if err := r.Client.Status().Patch(ctx, gc, client.RawPatch(types.MergePatchType, body), client.FieldOwner(FieldOwner)); err != nil {
 			return fmt.Errorf("patch status of gitopscluster %s: %w", ownerKey(gc), err)
 		}
 	}
