@@ -31,7 +31,6 @@ func TestCreateUpdateNoOp(t *testing.T) {
 	c := hubClient(t)
 	ns, cluster := setup(t, c)
 	startController(t)
-	ctx := context.Background()
 
 	createApp(t, c, newApp(ns, "guestbook", cluster))
 	var w *workv1.ManifestWork
@@ -49,13 +48,9 @@ func TestCreateUpdateNoOp(t *testing.T) {
 		return nil
 	})
 
-	app := getApp(t, c, ns, "guestbook")
-	if err := unstructured.SetNestedField(app.Object, "v2", "spec", "source", "targetRevision"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Update(ctx, app); err != nil {
-		t.Fatal(err)
-	}
+	updateApp(t, c, ns, "guestbook", func(app *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(app.Object, "v2", "spec", "source", "targetRevision")
+	})
 	eventually(t, "work updated", func() error {
 		w, err := getWork(c, cluster, ns, "guestbook")
 		if err != nil {
@@ -70,14 +65,11 @@ func TestCreateUpdateNoOp(t *testing.T) {
 	// Label-only churn that does not change the work must not write it.
 	w, _ = getWork(c, cluster, ns, "guestbook")
 	rv := w.ResourceVersion
-	app = getApp(t, c, ns, "guestbook")
-	app.SetLabels(map[string]string{argocd.LabelPull: "true"})
-	a := app.GetAnnotations()
-	a["unrelated"] = "x"
-	app.SetAnnotations(a)
-	if err := c.Update(ctx, app); err != nil {
-		t.Fatal(err)
-	}
+	updateApp(t, c, ns, "guestbook", func(app *unstructured.Unstructured) {
+		a := app.GetAnnotations()
+		a["unrelated"] = "x"
+		app.SetAnnotations(a)
+	})
 	eventually(t, "annotation delivered", func() error {
 		w, err := getWork(c, cluster, ns, "guestbook")
 		if err != nil {
@@ -195,7 +187,6 @@ func TestRefreshAndOperation(t *testing.T) {
 	c := hubClient(t)
 	ns, cluster := setup(t, c)
 	startController(t)
-	ctx := context.Background()
 
 	createApp(t, c, newApp(ns, "ops", cluster))
 	var w *workv1.ManifestWork
@@ -204,13 +195,11 @@ func TestRefreshAndOperation(t *testing.T) {
 		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:00:00Z"))
 
 	// Refresh.
-	app := getApp(t, c, ns, "ops")
-	a := app.GetAnnotations()
-	a[argocd.AnnotationRefresh] = "hard"
-	app.SetAnnotations(a)
-	if err := c.Update(ctx, app); err != nil {
-		t.Fatal(err)
-	}
+	updateApp(t, c, ns, "ops", func(app *unstructured.Unstructured) {
+		a := app.GetAnnotations()
+		a[argocd.AnnotationRefresh] = "hard"
+		app.SetAnnotations(a)
+	})
 	eventually(t, "refresh delivered", func() (err error) {
 		if w, err = getWork(c, cluster, ns, "ops"); err != nil {
 			return err
@@ -240,11 +229,9 @@ func TestRefreshAndOperation(t *testing.T) {
 	})
 
 	// Sync operation.
-	app = getApp(t, c, ns, "ops")
-	app.Object["operation"] = map[string]any{"initiatedBy": map[string]any{"username": "admin"}, "sync": map[string]any{"revision": "HEAD"}}
-	if err := c.Update(ctx, app); err != nil {
-		t.Fatal(err)
-	}
+	updateApp(t, c, ns, "ops", func(app *unstructured.Unstructured) {
+		app.Object["operation"] = map[string]any{"initiatedBy": map[string]any{"username": "admin"}, "sync": map[string]any{"revision": "HEAD"}}
+	})
 	eventually(t, "operation delivered", func() (err error) {
 		if w, err = getWork(c, cluster, ns, "ops"); err != nil {
 			return err
@@ -534,17 +521,14 @@ func TestRelocateAndUnlabel(t *testing.T) {
 	createNamespace(t, c, other)
 	placeClustersUpdate(t, c, ns, cluster, other)
 	startController(t)
-	ctx := context.Background()
 
 	createApp(t, c, newApp(ns, "mover", cluster))
 	eventually(t, "work in the first cluster", func() error { _, err := getWork(c, cluster, ns, "mover"); return err })
-	app := getApp(t, c, ns, "mover")
-	a := app.GetAnnotations()
-	a[argocd.AnnotationManagedCluster] = other
-	app.SetAnnotations(a)
-	if err := c.Update(ctx, app); err != nil {
-		t.Fatal(err)
-	}
+	updateApp(t, c, ns, "mover", func(app *unstructured.Unstructured) {
+		a := app.GetAnnotations()
+		a[argocd.AnnotationManagedCluster] = other
+		app.SetAnnotations(a)
+	})
 	eventually(t, "work moved", func() error {
 		if _, err := getWork(c, other, ns, "mover"); err != nil {
 			return err
@@ -555,11 +539,7 @@ func TestRelocateAndUnlabel(t *testing.T) {
 		return nil
 	})
 
-	app = getApp(t, c, ns, "mover")
-	app.SetLabels(nil)
-	if err := c.Update(ctx, app); err != nil {
-		t.Fatal(err)
-	}
+	updateApp(t, c, ns, "mover", func(app *unstructured.Unstructured) { app.SetLabels(nil) })
 	eventually(t, "work and finalizer removed", func() error {
 		if _, err := getWork(c, other, ns, "mover"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("work still there: %v", err)

@@ -228,3 +228,13 @@ func warningEvents(t *testing.T, c client.Client, ns, name string) []string {
 	}
 	return reasons
 }
+
+// updateApp changes an Application on its latest version, retrying on conflicts with the controller's writes.
+func updateApp(t *testing.T, c client.Client, ns, name string, mutate func(*unstructured.Unstructured)) {
+	t.Helper()
+	eventually(t, "update application "+name, func() error {
+		app := getApp(t, c, ns, name)
+		mutate(app)
+		return c.Update(context.Background(), app)
+	})
+}
