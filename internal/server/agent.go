@@ -6,12 +6,14 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cetypes "github.com/cloudevents/sdk-go/v2/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"k8s.io/klog/v2"
 
 	pbv1 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc/protobuf/v1"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/payload"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/types"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/server"
 	grpcbroker "open-cluster-management.io/sdk-go/pkg/cloudevents/server/grpc"
@@ -57,7 +59,7 @@ func (e *agentEndpoint) publish(ctx context.Context, req *pbv1.PublishRequest) e
 	}
 	switch {
 	case et.SubResource == types.SubResourceSpec && et.Action == types.ResyncRequestAction:
-		err = e.resyncSpecs(ctx, req, cluster)
+		err = e.resyncSpecs(ctx, evt, cluster)
 	case et.SubResource == types.SubResourceStatus && et.Action != types.ResyncRequestAction:
 		err = e.service.HandleStatusUpdate(ctx, evt)
 	default:
@@ -69,18 +71,60 @@ func (e *agentEndpoint) publish(ctx context.Context, req *pbv1.PublishRequest) e
 	return err
 }
 
-// resyncSpecs lets the broker answer a spec resync, once the consumer is known and its subscription here.
-func (e *agentEndpoint) resyncSpecs(ctx context.Context, req *pbv1.PublishRequest, cluster string) error {
+// resyncSpecs answers an agent's spec resync: every resource that is newer than the agent's copy or
+// missing from it, every resource marked for deletion, and a delete for every resource the agent holds
+// that the server does not. It lists through the broker's service and sends through the broker; the
+// broker's own answer is not used because its deletes carry no resource version, which sdk-go's agent
+// codec rejects.
+func (e *agentEndpoint) resyncSpecs(ctx context.Context, evt *cloudevents.Event, cluster string) error {
 	if err := e.s.checkConsumer(ctx, cluster); err != nil {
 		return err
+	}
+	held, err := payload.DecodeSpecResyncRequest(*evt)
+	if err != nil {
+		return invalid(evt, "%v", err)
 	}
 	deadline := time.Now().Add(subscribeWait)
 	for !e.broker.IsConsumerSubscribed(cluster) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
+	current, err := e.service.List(ctx, types.ListOptions{ClusterName: cluster, CloudEventsDataType: dataType})
+	if err != nil {
+		return storeStatus(err)
+	}
 	e.s.metrics.resyncs.WithLabelValues(endpointAgent).Inc()
-	_, err := e.broker.Publish(ctx, req)
-	return err
+	for _, out := range resyncAnswer(held.Versions, current, cluster) {
+		out.SetType(types.CloudEventsType{CloudEventsDataType: dataType, SubResource: types.SubResourceSpec,
+			Action: types.ResyncResponseAction}.String())
+		if err := e.broker.HandleEvent(ctx, out); err != nil {
+			return status.Errorf(codes.Unavailable, "send resync answer to cluster %s: %v", cluster, err)
+		}
+		e.s.metrics.eventsOut.WithLabelValues(endpointAgent, eventTypeLabel(out.Type())).Inc()
+	}
+	return nil
+}
+
+// resyncAnswer picks the events that bring an agent holding the given versions to the current state.
+func resyncAnswer(held []payload.ResourceVersion, current []*cloudevents.Event, cluster string) []*cloudevents.Event {
+	versions := make(map[string]int64, len(held))
+	for _, v := range held {
+		versions[v.ResourceID] = v.ResourceVersion
+	}
+	var out []*cloudevents.Event
+	for _, evt := range current {
+		id, _ := cetypes.ToString(evt.Extensions()[types.ExtensionResourceID])
+		version, _ := cetypes.ToInteger(evt.Extensions()[types.ExtensionResourceVersion])
+		last, ok := versions[id]
+		delete(versions, id)
+		_, deleting := evt.Extensions()[types.ExtensionDeletionTimestamp]
+		if deleting || !ok || int64(version) > last {
+			out = append(out, evt)
+		}
+	}
+	for id, version := range versions {
+		out = append(out, goneSpecEvent(id, cluster, version))
+	}
+	return out
 }
 
 func (e *agentEndpoint) Subscribe(req *pbv1.SubscriptionRequest, stream pbv1.CloudEventService_SubscribeServer) error {

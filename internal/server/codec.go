@@ -261,6 +261,19 @@ func specEvent(row store.SpecRow) *cloudevents.Event {
 	return &evt
 }
 
+// goneSpecEvent deletes, on an agent, a resource the server no longer has. As sdk-go's source client does,
+// it carries the agent's own version, since the server knows nothing more of it.
+func goneSpecEvent(id, cluster string, version int64) *cloudevents.Event {
+	et := types.CloudEventsType{CloudEventsDataType: dataType, SubResource: types.SubResourceSpec, Action: types.DeleteRequestAction}
+	evt := types.NewEventBuilder(cluster, et).
+		WithResourceID(id).
+		WithResourceVersion(version).
+		WithClusterName(cluster).
+		WithDeletionTimestamp(time.Now()).
+		NewEvent()
+	return &evt
+}
+
 // statusEvent is the event that carries a resource's status to its source.
 func statusEvent(row store.StatusRow, action types.EventAction) *cloudevents.Event {
 	et := types.CloudEventsType{CloudEventsDataType: dataType, SubResource: types.SubResourceStatus, Action: action}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,8 +18,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
 	workv1client "open-cluster-management.io/api/client/work/clientset/versioned/typed/work/v1"
+	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
 	clientoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/options"
@@ -150,7 +151,6 @@ func (s *testSource) work(cluster, name string) *workv1.ManifestWork {
 type testAgent struct {
 	cluster string
 	holder  *work.ClientHolder
-	lister  cache.Indexer
 	silent  atomic.Bool
 	cancel  context.CancelFunc
 	// received counts spec deliveries (adds and updates of the agent's works).
@@ -178,7 +178,6 @@ func startAgent(t testing.TB, config any, cluster string) *testAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.lister = informer.GetIndexer()
 	go informer.Run(ctx.Done())
 	return a
 }
@@ -218,13 +217,14 @@ func (a *testAgent) report(ctx context.Context, t testing.TB, w *workv1.Manifest
 	}
 }
 
-// work returns the agent's copy of a work, or nil.
+// work returns the agent client's copy of a work, or nil. It reads the client's store, not the informer:
+// sdk-go's agent store replaces a work whose name changed without a watch event.
 func (a *testAgent) work(name string) *workv1.ManifestWork {
-	obj, ok, _ := a.lister.GetByKey(a.cluster + "/" + name)
-	if !ok {
+	w, err := a.holder.ManifestWorks(a.cluster).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
 		return nil
 	}
-	return obj.(*workv1.ManifestWork)
+	return w
 }
 
 // manifestNames is the names of a work's ConfigMaps, joined: what the test agent reports.
@@ -312,4 +312,17 @@ func works2UID(source, cluster, name string) kubetypes.UID {
 // namespace each call of ManifestWorks sets, so it is fetched right before every use.
 func (s *testSource) works(cluster string) workv1client.ManifestWorkInterface {
 	return s.holder.ManifestWorks(cluster)
+}
+
+// removeRow deletes a resource behind the server's back, as if it had been lost.
+func removeRow(t testing.TB, s *Server, id kubetypes.UID) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), s.opts.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(context.Background(), "DELETE FROM resources WHERE id = $1", string(id)); err != nil {
+		t.Fatal(err)
+	}
 }

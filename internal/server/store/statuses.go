@@ -30,6 +30,9 @@ func decideStatus(w StatusWrite, st *statusState) StatusResult {
 	row := StatusRow{ID: w.ID, Consumer: w.Consumer, Source: st.source, Version: w.Version, Sequence: w.Sequence,
 		Hash: w.Hash, Status: w.Status}
 	switch {
+	case (!st.exists || st.removed) && w.Deleted:
+		// The agent confirms a deletion the server already completed: nothing is left to do.
+		return StatusResult{Outcome: StatusIdentical, Row: row}
 	case !st.exists || st.removed:
 		return StatusResult{Err: fmt.Errorf("%w: resource %s", ErrNotFound, w.ID)}
 	case st.consumer != w.Consumer:
