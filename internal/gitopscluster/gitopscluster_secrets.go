@@ -26,7 +26,7 @@ import (
 // Labels, annotations and values of the Argo CD cluster secrets.
 const (
 	// LabelSecretType is Argo CD's label that makes a Secret a cluster (or repository) definition.
-	LabelSecretType = "argocd.argoproj.io/secret-type"
+	LabelSecretType = "argocd.argoproj.io/secret-type" //nolint:gosec // a label key, not a credential
 	// SecretTypeCluster is the LabelSecretType value of a cluster secret.
 	SecretTypeCluster = "cluster"
 	// LabelACMCluster marks a cluster secret as an OCM managed cluster, as ACM's GitOpsCluster does.

@@ -33,7 +33,7 @@ const (
 	// indexPlacement indexes GitOpsClusters by the namespace/name of the Placement they reference.
 	indexPlacement = "gitopscluster.placement"
 	// indexSecretOwner indexes Secrets by their AnnotationOwner.
-	indexSecretOwner = "secret.gitopsclusterOwner"
+	indexSecretOwner = "secret.gitopsclusterOwner" //nolint:gosec // an index name, not a credential
 )
 
 // AddToScheme adds the kinds the controller reads and writes to a scheme.

@@ -80,7 +80,7 @@ func newSuite() (*suite, error) {
 	ctrl.SetLogger(funcr.New(func(prefix, args string) {
 		logMu.Lock()
 		defer logMu.Unlock()
-		fmt.Fprintln(logFile, time.Now().Format(time.StampMicro), prefix, args)
+		_, _ = fmt.Fprintln(logFile, time.Now().Format(time.StampMicro), prefix, args)
 	}, funcr.Options{Verbosity: 1}))
 
 	scheme := runtime.NewScheme()
