@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/argocd-pull/argocd-pull/internal/server"
 )
 
 // runnable is what every subcommand's options type provides.
@@ -56,5 +58,20 @@ func main() {
 
 // subcommands lists the subcommands, each wired to its options type in internal/.
 func subcommands() []*cobra.Command {
-	return []*cobra.Command{}
+	return []*cobra.Command{
+		serverCommand(),
+	}
+}
+
+// serverCommand is `argocd-pull server` with its migrate and consumers subcommands.
+func serverCommand() *cobra.Command {
+	cmd := command("server", "Run the Maestro-compatible CloudEvents server on PostgreSQL", server.NewOptions())
+	consumers := &cobra.Command{Use: "consumers", Short: "Manage the consumers (managed clusters) of a server"}
+	consumers.AddCommand(
+		command("create", "Register a consumer", &server.ConsumerCreateOptions{}),
+		command("list", "List the consumers", &server.ConsumerListOptions{}),
+		command("delete", "Delete a consumer that has no works", &server.ConsumerDeleteOptions{}),
+	)
+	cmd.AddCommand(command("migrate", "Apply the database migrations and exit", &server.MigrateOptions{}), consumers)
+	return cmd
 }

@@ -87,7 +87,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "Serving certificate of all three listeners; without it they serve plain text")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", o.TLSKeyFile, "Key of the serving certificate")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "CA bundle that verifies client certificates (mTLS); the certificate's common name is the identity")
-	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "File of bearer tokens, one `token,kind[,name]` per line (kind: agent, source or admin)")
+	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "File of bearer tokens, one token,kind[,name] per line (kind: agent, source or admin)")
 	fs.BoolVar(&o.AllowAnonymous, "insecure-allow-anonymous", o.AllowAnonymous, "Admit callers without certificate or token, with every right (development only)")
 	fs.BoolVar(&o.AutoRegisterConsumers, "auto-register-consumers", o.AutoRegisterConsumers, "Register an unknown consumer on its agent's first subscription or a source's first spec for it")
 	fs.StringVar(&o.InstanceID, "instance-id", o.InstanceID, "Name of this instance among those sharing the database")
