@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/argocd-pull/argocd-pull/internal/agent"
+	"github.com/argocd-pull/argocd-pull/internal/controller"
 	"github.com/argocd-pull/argocd-pull/internal/server"
 )
 
@@ -59,6 +61,8 @@ func main() {
 // subcommands lists the subcommands, each wired to its options type in internal/.
 func subcommands() []*cobra.Command {
 	return []*cobra.Command{
+		command("controller", "Run the hub controllers: deliver pull-model Applications and bring their status back", controller.NewOptions()),
+		command("agent", "Run the work agent of one managed cluster", agent.NewOptions()),
 		serverCommand(),
 	}
 }

@@ -199,7 +199,7 @@ func spokeApplication(app *unstructured.Unstructured, spokeNS string) (*unstruct
 	out := argocd.NewApplication()
 	out.SetName(app.GetName())
 	out.SetNamespace(spokeNS)
-	out.SetFinalizers(app.GetFinalizers())
+	out.SetFinalizers(spokeFinalizers(app.GetFinalizers()))
 	out.Object["spec"] = spec
 	if op, ok := app.Object["operation"]; ok && op != nil {
 		out.Object["operation"] = runtime.DeepCopyJSONValue(op)
@@ -233,6 +233,18 @@ func spokeApplication(app *unstructured.Unstructured, spokeNS string) (*unstruct
 	}
 	out.SetAnnotations(kept)
 	return out, nil
+}
+
+// spokeFinalizers returns the finalizers the managed cluster's Application gets: Argo CD's own (the resources
+// finalizer makes Argo CD delete what the Application deployed), never argocd-pull's hub-side one.
+func spokeFinalizers(finalizers []string) []string {
+	var out []string
+	for _, f := range finalizers {
+		if f != Finalizer {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func spokeAppProject(proj *unstructured.Unstructured, namespace string) *unstructured.Unstructured {

@@ -22,7 +22,7 @@ func hubApp(mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructur
 		argocd.AnnotationManagedCluster: "cluster1",
 		argocd.AnnotationSkipReconcile:  "true",
 	})
-	app.SetFinalizers([]string{argocd.ResourcesFinalizer})
+	app.SetFinalizers([]string{argocd.ResourcesFinalizer, Finalizer})
 	app.Object["spec"] = map[string]any{
 		"project": "default",
 		"source":  map[string]any{"repoURL": "http://git/repo.git", "path": "guestbook", "targetRevision": "HEAD"},

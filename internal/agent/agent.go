@@ -1,0 +1,267 @@
+// Package agent runs on a managed cluster (`argocd-pull agent`): the OCM work agent, used as a library, which
+// pulls the cluster's works from the hub (driver kube) or from a Maestro-compatible server over CloudEvents
+// gRPC (driver grpc), applies them to the cluster and reports their status with raw-JSON feedback.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/openshift/library-go/pkg/controller/controllercmd"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	ocmfeature "open-cluster-management.io/api/feature"
+	commonoptions "open-cluster-management.io/ocm/pkg/common/options"
+	"open-cluster-management.io/ocm/pkg/features"
+	"open-cluster-management.io/ocm/pkg/work/spoke"
+	ocmmanifests "open-cluster-management.io/ocm/manifests"
+)
+
+// Drivers: where the agent gets its works from.
+const (
+	DriverKube = "kube"
+	DriverGRPC = "grpc"
+)
+
+// Raw-JSON feedback limits. The hub's ManifestWork CRD caps a raw value at 1024 characters, so the kube driver
+// cannot carry more: larger status sections stay on the managed cluster and the hub shows the scalar fields.
+// Over gRPC the limit is the server's event size; 1 MiB holds any Application status.
+const (
+	KubeMaxJSONRawLength = 1024
+	GRPCMaxJSONRawLength = 1024 * 1024
+)
+
+const appliedManifestWorkCRD = "klusterlet/managed/0000_01_work.open-cluster-management.io_appliedmanifestworks.crd.yaml"
+
+// Options are the flags of `argocd-pull agent`.
+type Options struct {
+	ClusterName        string
+	Driver             string
+	Kubeconfig         string
+	HubKubeconfig      string
+	GRPCConfig         string
+	ClientID           string
+	AgentID            string
+	Namespace          string
+	MaxJSONRawLength   int32
+	StatusSyncInterval time.Duration
+	HealthAddress      string
+	InstallCRDs        bool
+	KubeAPIQPS         float32
+	KubeAPIBurst       int
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		Driver:             DriverKube,
+		Namespace:          "open-cluster-management-agent",
+		StatusSyncInterval: 10 * time.Second,
+		HealthAddress:      "127.0.0.1:8443",
+		InstallCRDs:        true,
+		KubeAPIQPS:         50,
+		KubeAPIBurst:       100,
+	}
+}
+
+// AddFlags registers the flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "Name of this managed cluster (the hub namespace of its works, or its consumer name on the server)")
+	fs.StringVar(&o.Driver, "driver", o.Driver, "Where works come from: kube (ManifestWorks on the hub) or grpc (a Maestro-compatible server)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of this managed cluster (in-cluster config or $KUBECONFIG when empty)")
+	fs.StringVar(&o.HubKubeconfig, "hub-kubeconfig", o.HubKubeconfig, "Kubeconfig of the hub (driver kube)")
+	fs.StringVar(&o.GRPCConfig, "grpc-config", o.GRPCConfig, "sdk-go gRPC client config file: url, caFile, clientCertFile, clientKeyFile, token or tokenFile (driver grpc)")
+	fs.StringVar(&o.ClientID, "client-id", o.ClientID, "CloudEvents client ID (driver grpc; default <cluster-name>-work-agent)")
+	fs.StringVar(&o.AgentID, "agent-id", o.AgentID, "ID of this agent (default <cluster-name>-agent)")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the agent on the managed cluster")
+	fs.Int32Var(&o.MaxJSONRawLength, "max-json-raw-length", o.MaxJSONRawLength,
+		fmt.Sprintf("Largest raw-JSON status feedback value (default %d for driver kube, the hub CRD's limit; %d for driver grpc)", KubeMaxJSONRawLength, GRPCMaxJSONRawLength))
+	fs.DurationVar(&o.StatusSyncInterval, "status-sync-interval", o.StatusSyncInterval, "How often status is read for manifests without watch-based feedback")
+	fs.StringVar(&o.HealthAddress, "health-address", o.HealthAddress, "Address of the /healthz endpoint (0 to disable)")
+	fs.BoolVar(&o.InstallCRDs, "install-crds", o.InstallCRDs, "Create the AppliedManifestWork CRD on the managed cluster when it is missing")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the managed cluster's and the hub's apiserver")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the managed cluster's and the hub's apiserver")
+}
+
+// Validate checks the flags and fills in the defaults that depend on others.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.ClusterName == "" {
+		errs = append(errs, errors.New("--cluster-name is required"))
+	}
+	switch o.Driver {
+	case DriverKube:
+		if o.HubKubeconfig == "" {
+			errs = append(errs, errors.New("--hub-kubeconfig is required with --driver=kube"))
+		}
+	case DriverGRPC:
+		if o.GRPCConfig == "" {
+			errs = append(errs, errors.New("--grpc-config is required with --driver=grpc"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--driver must be %q or %q, not %q", DriverKube, DriverGRPC, o.Driver))
+	}
+	if o.MaxJSONRawLength < 0 {
+		errs = append(errs, errors.New("--max-json-raw-length must not be negative"))
+	}
+	if o.MaxJSONRawLength == 0 {
+		o.MaxJSONRawLength = KubeMaxJSONRawLength
+		if o.Driver == DriverGRPC {
+			o.MaxJSONRawLength = GRPCMaxJSONRawLength
+		}
+	}
+	if o.ClientID == "" {
+		o.ClientID = o.ClusterName + "-work-agent"
+	}
+	if o.AgentID == "" {
+		o.AgentID = o.ClusterName + "-agent"
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs the work agent until the context ends.
+func (o *Options) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("cluster", o.ClusterName, "driver", o.Driver)
+	ctx = klog.NewContext(ctx, logger)
+	spokeConfig, err := o.spokeConfig()
+	if err != nil {
+		return err
+	}
+	if o.InstallCRDs {
+		if err := ensureAppliedManifestWorkCRD(ctx, spokeConfig); err != nil {
+			return err
+		}
+	}
+	if err := ensureNamespace(ctx, spokeConfig, o.Namespace); err != nil {
+		return err
+	}
+	if err := enableRawFeedback(); err != nil {
+		return err
+	}
+	health, err := o.serveHealth(ctx)
+	if err != nil {
+		return err
+	}
+	defer health()
+
+	common := commonoptions.NewAgentOptions()
+	common.SpokeClusterName = o.ClusterName
+	common.AgentID = o.AgentID
+	common.ComponentNamespace = o.Namespace
+	common.HubQPS, common.HubBurst = o.KubeAPIQPS, o.KubeAPIBurst
+	common.CommonOpts.QPS, common.CommonOpts.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+
+	work := spoke.NewWorkloadAgentOptions()
+	work.MaxJSONRawLength = o.MaxJSONRawLength
+	work.StatusSyncInterval = o.StatusSyncInterval
+	work.WorkloadSourceDriver = o.Driver
+	work.WorkloadSourceConfig = o.HubKubeconfig
+	if o.Driver == DriverGRPC {
+		work.WorkloadSourceConfig = o.GRPCConfig
+		work.CloudEventsClientID = o.ClientID
+		work.CloudEventsClientCodecs = []string{"manifestbundle"}
+	}
+
+	logger.Info("Starting the work agent", "maxJSONRawLength", o.MaxJSONRawLength)
+	return spoke.NewWorkAgentConfig(common, work).RunWorkloadAgent(ctx, &controllercmd.ControllerContext{
+		KubeConfig:        spokeConfig,
+		OperatorNamespace: o.Namespace,
+	})
+}
+
+func (o *Options) spokeConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.Kubeconfig != "" {
+		rules.ExplicitPath = o.Kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load managed cluster kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	return cfg, nil
+}
+
+// enableRawFeedback turns on the work agent's raw-JSON feedback (a process-wide feature gate).
+func enableRawFeedback() error {
+	if err := features.SpokeMutableFeatureGate.Add(ocmfeature.DefaultSpokeWorkFeatureGates); err != nil {
+		return fmt.Errorf("register work agent feature gates: %w", err)
+	}
+	if err := features.SpokeMutableFeatureGate.Set(string(ocmfeature.RawFeedbackJsonString) + "=true"); err != nil {
+		return fmt.Errorf("enable raw feedback: %w", err)
+	}
+	return nil
+}
+
+// ensureAppliedManifestWorkCRD creates the CRD the work agent needs on the managed cluster when it is missing.
+// An existing CRD is left as it is (OCM's klusterlet may own it).
+func ensureAppliedManifestWorkCRD(ctx context.Context, cfg *rest.Config) error {
+	data, err := ocmmanifests.KlusterletManifestFiles.ReadFile(appliedManifestWorkCRD)
+	if err != nil {
+		return fmt.Errorf("read appliedmanifestwork crd: %w", err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(data, crd); err != nil {
+		return fmt.Errorf("decode appliedmanifestwork crd: %w", err)
+	}
+	client, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("apiextensions client: %w", err)
+	}
+	_, err = client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create crd %s: %w", crd.Name, err)
+	}
+	if err == nil {
+		klog.FromContext(ctx).Info("Created the AppliedManifestWork CRD")
+	}
+	return nil
+}
+
+// ensureNamespace creates the agent's namespace on the managed cluster when it is missing.
+func ensureNamespace(ctx context.Context, cfg *rest.Config, name string) error {
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// serveHealth serves /healthz until the returned function is called.
+func (o *Options) serveHealth(ctx context.Context) (func(), error) {
+	if o.HealthAddress == "" || o.HealthAddress == "0" {
+		return func() {}, nil
+	}
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.HealthAddress)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", o.HealthAddress, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(os.Stderr, "health server: %v\n", err)
+		}
+	}()
+	return func() { _ = srv.Close() }, nil
+}

@@ -1,0 +1,24 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+)
+
+// BuildArgocdPull builds the argocd-pull binary from this repository into dir and returns its path, so that
+// end-to-end tests run the real binary as it is now.
+func BuildArgocdPull(ctx context.Context, dir string) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "argocd-pull")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/argocd-pull")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build argocd-pull: %w: %s", err, b)
+	}
+	return out, nil
+}
