@@ -123,7 +123,12 @@ const (
 // eventually calls check until it returns nil, and fails the test with its last error after timeout.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	eventuallyWithin(t, timeout, what, check)
+}
+
+func eventuallyWithin(t *testing.T, limit time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for {
 		err := check()
 		if err == nil {
