@@ -48,6 +48,7 @@ type Options struct {
 	LeaderElectionNamespace string
 
 	Application application.Options
+	GRPC        workclient.GRPCOptions
 
 	// StartedMoreThanOnce lets a process start the controllers several times (tests do): controller-runtime
 	// otherwise refuses a second controller of the same name, for the sake of its metrics.
@@ -71,6 +72,12 @@ func NewOptions() *Options {
 			UnknownClusterRetry:  30 * time.Second,
 			Workers:              16,
 		},
+		GRPC: workclient.GRPCOptions{
+			SourceID:     "argocd-pull",
+			PublishQPS:   2000,
+			PublishBurst: 4000,
+			PageSize:     1000,
+		},
 	}
 }
 
@@ -90,6 +97,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Application.EnableLocalCluster, "enable-local-cluster", o.Application.EnableLocalCluster, "Deliver to the cluster labelled local-cluster=true (the hub itself) too")
 	fs.DurationVar(&o.Application.ApplyTimeout, "apply-timeout", o.Application.ApplyTimeout, "How long a new work may stay unapplied before its Application shows a DeliveryError")
 	fs.IntVar(&o.Application.Workers, "workers", o.Application.Workers, "Concurrent Application reconciles")
+	fs.StringVar(&o.GRPC.ConfigFile, "grpc-config", o.GRPC.ConfigFile, "sdk-go gRPC client config of the server's source endpoint: url, caFile, clientCertFile, clientKeyFile, token or tokenFile (transport grpc)")
+	fs.StringVar(&o.GRPC.RESTURL, "server-url", o.GRPC.RESTURL, "REST API of the Maestro(-compatible) server, where works are listed after a start (transport grpc)")
+	fs.StringVar(&o.GRPC.SourceID, "source-id", o.GRPC.SourceID, "CloudEvents source ID of this controller (transport grpc)")
+	fs.Float32Var(&o.GRPC.PublishQPS, "publish-qps", o.GRPC.PublishQPS, "Spec events per second sent to the server (transport grpc)")
+	fs.IntVar(&o.GRPC.PublishBurst, "publish-burst", o.GRPC.PublishBurst, "Burst of spec events sent to the server (transport grpc)")
+	fs.IntVar(&o.GRPC.PageSize, "list-page-size", o.GRPC.PageSize, "Page size of the work list read from the server after a start (transport grpc)")
 }
 
 // Validate checks the flags.
@@ -100,6 +113,14 @@ func (o *Options) Validate() error {
 	}
 	if o.Application.Workers < 1 {
 		errs = append(errs, errors.New("--workers must be at least 1"))
+	}
+	if o.Transport == TransportGRPC {
+		if o.GRPC.ConfigFile == "" || o.GRPC.RESTURL == "" || o.GRPC.SourceID == "" {
+			errs = append(errs, errors.New("--transport=grpc needs --grpc-config, --server-url and --source-id"))
+		}
+		if o.GRPC.PublishQPS <= 0 || o.GRPC.PublishBurst <= 0 || o.GRPC.PageSize <= 0 {
+			errs = append(errs, errors.New("--publish-qps, --publish-burst and --list-page-size must be positive"))
+		}
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
@@ -185,8 +206,10 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controller, error)
 	switch o.Transport {
 	case TransportKube:
 		works, err = workclient.NewKube(ctx, mgr)
+	case TransportGRPC:
+		works, err = workclient.NewGRPC(ctx, o.GRPC)
 	default:
-		err = fmt.Errorf("transport %q is not available", o.Transport)
+		err = fmt.Errorf("unknown transport %q", o.Transport)
 	}
 	if err != nil {
 		return nil, err

@@ -1,0 +1,257 @@
+package workclient
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/statushash"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/store"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/payload"
+	sourceclient "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/source/client"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/source/codec"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/clients"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/cert"
+	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
+	grpcv2 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/v2/grpc"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/utils"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+)
+
+// GRPCOptions configure the grpc transport.
+type GRPCOptions struct {
+	// ConfigFile is an sdk-go gRPC client config (url, caFile, clientCertFile, clientKeyFile, token or tokenFile)
+	// for the server's source endpoint.
+	ConfigFile string
+	// RESTURL is the server's REST API, where the works are listed after a start. The CA, client certificate
+	// and token of ConfigFile are used for it too.
+	RESTURL string
+	// SourceID identifies this controller as a CloudEvents source.
+	SourceID string
+	// PublishQPS and PublishBurst bound the spec events sent to the server.
+	PublishQPS   float32
+	PublishBurst int
+	// PageSize is the page size of the list after a start.
+	PageSize int
+}
+
+// GRPC is the Maestro-mode transport: works are CloudEvents published through the unmodified sdk-go source
+// client to a Maestro-compatible server, which keeps them in its database; nothing is written to the hub.
+// At a start the works are listed from the server's REST API, page by page; after every (re)connection the
+// client resyncs statuses by hash, cluster by cluster, so only what changed is sent again.
+type GRPC struct {
+	store    *workStore
+	events   generic.CloudEventsClient[*workv1.ManifestWork]
+	sourceID string
+}
+
+var _ Client = (*GRPC)(nil)
+
+// NewGRPC connects to the server, lists the works and starts receiving status events.
+func NewGRPC(ctx context.Context, o GRPCOptions) (*GRPC, error) {
+	cfg, err := grpcoptions.LoadConfig(o.ConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("load grpc config %s: %w", o.ConfigFile, err)
+	}
+	grpcOpts, err := grpcoptions.BuildGRPCOptionsFromFlags(o.ConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("build grpc options from %s: %w", o.ConfigFile, err)
+	}
+	lister, err := newRESTLister(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	works, err := lister.list(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list works of source %s: %w", o.SourceID, err)
+	}
+	s := newWorkStore()
+	s.replace(works)
+	klog.FromContext(ctx).Info("Listed works from the server", "works", len(works), "source", o.SourceID)
+
+	sourceOpts := grpcv2.NewSourceOptions(grpcOpts, o.SourceID, payload.ManifestBundleEventDataType)
+	sourceOpts.EventRateLimit = utils.EventRateLimit{QPS: o.PublishQPS, Burst: o.PublishBurst}
+	events, err := clients.NewCloudEventSourceClient[*workv1.ManifestWork](ctx, sourceOpts,
+		store.NewSourceWatcherStoreLister[*workv1.ManifestWork](s), statushash.StatusHash, codec.NewManifestBundleCodec())
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", cfg.URL, err)
+	}
+	g := &GRPC{store: s, events: events, sourceID: o.SourceID}
+	events.Subscribe(ctx, s.HandleReceivedResource)
+	go g.resyncOnSubscribe(ctx, events)
+	return g, nil
+}
+
+func newRESTLister(cfg *grpcoptions.GRPCConfig, o GRPCOptions) (*restLister, error) {
+	token := cfg.Token
+	if token == "" && cfg.TokenFile != "" {
+		b, err := os.ReadFile(cfg.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("read token file %s: %w", cfg.TokenFile, err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if strings.HasPrefix(o.RESTURL, "https://") {
+		tlsConfig, err := restTLSConfig(cfg.CertConfig)
+		if err != nil {
+			return nil, err
+		}
+		transport.TLSClientConfig = tlsConfig
+	}
+	return &restLister{
+		baseURL:  o.RESTURL,
+		client:   &http.Client{Transport: transport, Timeout: 2 * time.Minute},
+		token:    token,
+		source:   o.SourceID,
+		pageSize: o.PageSize,
+	}, nil
+}
+
+// restTLSConfig trusts the config's CA and presents its client certificate, read once: the REST API is used
+// only for the list at a start.
+func restTLSConfig(c cert.CertConfig) (*tls.Config, error) {
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if len(c.CAData) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(c.CAData) {
+			return nil, errors.New("the grpc config's CA is not valid PEM")
+		}
+		tlsConfig.RootCAs = pool
+	}
+	if c.HasCerts() {
+		pair, err := tls.X509KeyPair(c.ClientCertData, c.ClientKeyData)
+		if err != nil {
+			return nil, fmt.Errorf("load the grpc config's client certificate: %w", err)
+		}
+		tlsConfig.Certificates = []tls.Certificate{pair}
+	}
+	return tlsConfig, nil
+}
+
+// resyncOnSubscribe asks the server, after every (re)subscription, for the statuses that changed: one resync
+// request per cluster, so that no request carries the hashes of the whole fleet.
+func (g *GRPC) resyncOnSubscribe(ctx context.Context, events generic.CloudEventsClient[*workv1.ManifestWork]) {
+	logger := klog.FromContext(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-events.SubscribedChan():
+		}
+		for _, cluster := range g.store.namespaces() {
+			if err := events.Resync(ctx, cluster); err != nil {
+				logger.Error(err, "Resync statuses", "cluster", cluster)
+			}
+		}
+	}
+}
+
+// client returns a source client for one namespace. The sdk-go client holds the namespace in a field, so each
+// call gets its own; they share the CloudEvents client and the store.
+func (g *GRPC) client(namespace string) *sourceclient.ManifestWorkSourceClient {
+	c := sourceclient.NewManifestWorkSourceClient(g.sourceID, g.store, g.events)
+	c.SetNamespace(namespace)
+	return c
+}
+
+// Apply publishes a new work, or the work's new labels, annotations and spec with its version raised by one.
+func (g *GRPC) Apply(ctx context.Context, work *workv1.ManifestWork) error {
+	last, ok, _ := g.store.Get(ctx, work.Namespace, work.Name)
+	c := g.client(work.Namespace)
+	var err error
+	switch {
+	case !ok:
+		w := work.DeepCopy()
+		w.Generation = 1
+		_, err = c.Create(ctx, w, metav1.CreateOptions{})
+	case !last.DeletionTimestamp.IsZero():
+		return fmt.Errorf("work %s/%s is being deleted; it is published again once the agent removed it", work.Namespace, work.Name)
+	default:
+		var patch []byte
+		patch, err = json.Marshal([]map[string]any{
+			{"op": "add", "path": "/metadata/labels", "value": work.Labels},
+			{"op": "add", "path": "/metadata/annotations", "value": keepSequence(work.Annotations, last.Annotations)},
+			{"op": "add", "path": "/metadata/generation", "value": last.Generation + 1},
+			{"op": "add", "path": "/spec", "value": work.Spec},
+		})
+		if err == nil {
+			_, err = c.Patch(ctx, work.Name, kubetypes.JSONPatchType, patch, metav1.PatchOptions{})
+		}
+	}
+	if err != nil {
+		return publishError(work, err)
+	}
+	return nil
+}
+
+// keepSequence carries the stored status sequence ID over to the new annotations.
+func keepSequence(annotations, last map[string]string) map[string]string {
+	out := make(map[string]string, len(annotations)+1)
+	for k, v := range annotations {
+		out[k] = v
+	}
+	if seq, ok := last[common.CloudEventsSequenceIDAnnotationKey]; ok {
+		out[common.CloudEventsSequenceIDAnnotationKey] = seq
+	}
+	return out
+}
+
+// publishError names the work and recognises the server's "unknown consumer" answer.
+func publishError(work *workv1.ManifestWork, err error) error {
+	msg := err.Error()
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Details != nil {
+		for _, c := range status.Status().Details.Causes {
+			msg += ": " + c.Message
+		}
+	}
+	if strings.Contains(msg, "code = NotFound") && strings.Contains(msg, "consumer") {
+		return UnknownClusterError(work.Namespace, err)
+	}
+	return fmt.Errorf("publish work %s/%s: %w", work.Namespace, work.Name, err)
+}
+
+// Delete publishes the work's deletion; it stays, marked, until the agent reports it gone.
+func (g *GRPC) Delete(ctx context.Context, namespace, name string) error {
+	if err := g.client(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("delete work %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// Get returns a copy of a stored work.
+func (g *GRPC) Get(_ context.Context, namespace, name string) (*workv1.ManifestWork, error) {
+	w, ok, _ := g.store.Get(context.Background(), namespace, name)
+	if !ok {
+		return nil, apierrors.NewNotFound(common.ManifestWorkGR, name)
+	}
+	return w.DeepCopy(), nil
+}
+
+// ListForApplication returns copies of the works of a hub Application.
+func (g *GRPC) ListForApplication(_ context.Context, appNamespace, appName string) ([]*workv1.ManifestWork, error) {
+	works := g.store.forApplication(appNamespace + "/" + appName)
+	out := make([]*workv1.ManifestWork, 0, len(works))
+	for _, w := range works {
+		out = append(out, w.DeepCopy())
+	}
+	return out, nil
+}
+
+// Informer returns the store, which delivers the works' events.
+func (g *GRPC) Informer() cache.Informer { return g.store }

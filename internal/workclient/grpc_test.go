@@ -1,0 +1,279 @@
+package workclient_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
+	workv1 "open-cluster-management.io/api/work/v1"
+	clientoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/options"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work"
+	agentcodec "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/agent/codec"
+	workstore "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/store"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/clients"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
+
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/server"
+	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
+)
+
+var pg *testenv.Postgres
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	clients.DelayFn = func() time.Duration { return 300 * time.Millisecond }
+	dir, err := os.MkdirTemp("", "workclient-pg-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	if pg, err = testenv.StartPostgres(context.Background(), dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer pg.Stop()
+	return m.Run()
+}
+
+// startServer runs argocd-pull server on its own database and registers the consumers.
+func startServer(t *testing.T, consumers ...string) *server.Server {
+	t.Helper()
+	db, err := pg.CreateDatabase(context.Background(), fmt.Sprintf("workclient_%d", time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := server.NewOptions()
+	o.DatabaseURL = db
+	o.SourceAddress, o.AgentAddress, o.HTTPAddress = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	o.AllowAnonymous = true
+	o.ShutdownTimeout = 5 * time.Second
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s := server.New(o)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	for _, c := range consumers {
+		body, _ := json.Marshal(map[string]string{"name": c})
+		resp, err := http.Post("http://"+s.HTTPAddr()+server.BasePath+"/consumers", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create consumer %s: %s", c, resp.Status)
+		}
+	}
+	return s
+}
+
+// startTransport starts the grpc transport against the server; it stops with the returned cancel.
+func startTransport(t *testing.T, s *server.Server) (*workclient.GRPC, context.CancelFunc) {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "grpc.yaml")
+	if err := os.WriteFile(cfg, []byte("url: "+s.SourceAddr()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g, err := workclient.NewGRPC(ctx, workclient.GRPCOptions{
+		ConfigFile: cfg, RESTURL: "http://" + s.HTTPAddr(), SourceID: "argocd-pull",
+		PublishQPS: 1000, PublishBurst: 1000, PageSize: 2,
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(cancel)
+	return g, cancel
+}
+
+// agent is an unmodified sdk-go agent client that reports every spec it receives as applied, and confirms
+// deletions as the work agent does.
+type agent struct {
+	mu       sync.Mutex
+	received map[string]int64 // work name -> last generation received
+	holder   *work.ClientHolder
+	cluster  string
+}
+
+func startAgent(t *testing.T, s *server.Server, cluster string) *agent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	opt := clientoptions.NewGenericClientOptions(&grpc.GRPCOptions{Dialer: &grpc.GRPCDialer{URL: s.AgentAddr()}},
+		agentcodec.NewManifestBundleCodec(), cluster+"-agent").
+		WithClientWatcherStore(workstore.NewAgentInformerWatcherStore()).WithClusterName(cluster)
+	holder, err := work.NewAgentClientHolder(ctx, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &agent{received: map[string]int64{}, holder: holder, cluster: cluster}
+	inf := workinformers.NewSharedInformerFactoryWithOptions(holder.WorkInterface(), 0, workinformers.WithNamespace(cluster)).Work().V1().ManifestWorks().Informer()
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { a.handle(ctx, obj.(*workv1.ManifestWork)) },
+		UpdateFunc: func(_, obj any) { a.handle(ctx, obj.(*workv1.ManifestWork)) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go inf.Run(ctx.Done())
+	return a
+}
+
+func (a *agent) handle(ctx context.Context, w *workv1.ManifestWork) {
+	works := a.holder.ManifestWorks(a.cluster)
+	if !w.DeletionTimestamp.IsZero() {
+		if len(w.Finalizers) > 0 {
+			_, _ = works.Patch(ctx, w.Name, kubetypes.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		}
+		return
+	}
+	a.mu.Lock()
+	a.received[w.Name] = w.Generation
+	a.mu.Unlock()
+	if c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied); c != nil && c.ObservedGeneration == w.Generation {
+		return
+	}
+	status := workv1.ManifestWorkStatus{Conditions: []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue,
+		Reason: "Applied", ObservedGeneration: w.Generation, LastTransitionTime: metav1.Now()}}}
+	patch, _ := json.Marshal(map[string]any{"status": status})
+	_, _ = works.Patch(ctx, w.Name, kubetypes.MergePatchType, patch, metav1.PatchOptions{}, "status")
+}
+
+func (a *agent) generation(name string) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.received[name]
+}
+
+func pullWork(cluster, name, data string) *workv1.ManifestWork {
+	w := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: name,
+		Labels:      map[string]string{argocd.LabelPull: "true"},
+		Annotations: map[string]string{argocd.AnnotationHubAppNamespace: "argocd", argocd.AnnotationHubAppName: name}}}
+	raw := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default"},"data":{"k":%q}}`, name, data)
+	w.Spec.Workload.Manifests = []workv1.Manifest{{RawExtension: runtime.RawExtension{Raw: []byte(raw)}}}
+	return w
+}
+
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v", what, err)
+}
+
+func appliedAt(g *workclient.GRPC, cluster, name string, gen int64) error {
+	w, err := g.Get(context.Background(), cluster, name)
+	if err != nil {
+		return err
+	}
+	c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
+	if c == nil || c.ObservedGeneration != gen || w.Generation != gen {
+		return fmt.Errorf("work at generation %d, applied condition %+v; want %d", w.Generation, c, gen)
+	}
+	return nil
+}
+
+// TestGRPCTransport: works published through the grpc transport reach the agent, their status comes back to the
+// store and its handlers, updates raise the version, a restarted transport rebuilds from the server's paged
+// list and goes on from the listed versions, and a deletion completes once the agent confirms it.
+func TestGRPCTransport(t *testing.T) {
+	ctx := context.Background()
+	s := startServer(t, "cluster1")
+	a := startAgent(t, s, "cluster1")
+	g, stop := startTransport(t, s)
+
+	var mu sync.Mutex
+	events := map[string]int{}
+	_, _ = g.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { mu.Lock(); events["add"]++; mu.Unlock() },
+		UpdateFunc: func(any, any) { mu.Lock(); events["update"]++; mu.Unlock() },
+		DeleteFunc: func(any) { mu.Lock(); events["delete"]++; mu.Unlock() },
+	})
+
+	for _, name := range []string{"a", "b", "c"} {
+		if err := g.Apply(ctx, pullWork("cluster1", name, "v1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		eventually(t, "applied "+name, func() error { return appliedAt(g, "cluster1", name, 1) })
+	}
+	if err := g.Apply(ctx, pullWork("cluster1", "a", "v2")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "update applied", func() error { return appliedAt(g, "cluster1", "a", 2) })
+	if works, _ := g.ListForApplication(ctx, "argocd", "a"); len(works) != 1 || works[0].Name != "a" {
+		t.Fatalf("works of application a = %v", works)
+	}
+	mu.Lock()
+	if events["add"] != 3 || events["update"] < 4 {
+		t.Errorf("events = %v, want 3 adds and an update per status", events)
+	}
+	mu.Unlock()
+
+	err := g.Apply(ctx, pullWork("no-such-cluster", "x", "v1"))
+	if !errors.Is(err, workclient.ErrUnknownCluster) {
+		t.Fatalf("apply to an unknown cluster: %v, want ErrUnknownCluster", err)
+	}
+
+	// A new transport (a controller restart) lists the works with their status and versions (page size 2).
+	stop()
+	g2, _ := startTransport(t, s)
+	for _, name := range []string{"b", "c"} {
+		if err := appliedAt(g2, "cluster1", name, 1); err != nil {
+			t.Fatalf("after restart, %s: %v", name, err)
+		}
+	}
+	if err := appliedAt(g2, "cluster1", "a", 2); err != nil {
+		t.Fatalf("after restart, a: %v", err)
+	}
+	if err := g2.Apply(ctx, pullWork("cluster1", "a", "v3")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "version goes on from the listed one", func() error {
+		if a.generation("a") != 3 {
+			return fmt.Errorf("agent has generation %d", a.generation("a"))
+		}
+		return appliedAt(g2, "cluster1", "a", 3)
+	})
+
+	if err := g2.Delete(ctx, "cluster1", "b"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "deleted once the agent confirmed", func() error {
+		if _, err := g2.Get(ctx, "cluster1", "b"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("work b: %v", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,357 @@
+package workclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/store"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/utils"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+)
+
+// workStore is the grpc transport's cache of the works this source owns. It is the sdk-go source client's
+// ClientWatcherStore (the client reads and updates it, and hands it the status events from the server) and it
+// is the informer the controllers watch. Works are indexed by UID, by namespace/name and by hub Application,
+// and kept without their manifests: the server holds the specs, the controllers need metadata and status.
+type workStore struct {
+	mu       sync.RWMutex
+	byKey    map[string]*workv1.ManifestWork // namespace/name
+	byUID    map[kubetypes.UID]string        // uid -> namespace/name
+	byApp    map[string]map[string]struct{}  // hub application key -> namespace/name set
+	handlers []*registration
+	synced   bool
+}
+
+var (
+	_ store.ClientWatcherStore[*workv1.ManifestWork] = (*workStore)(nil)
+	_ cache.Informer                                 = (*workStore)(nil)
+)
+
+func newWorkStore() *workStore {
+	return &workStore{
+		byKey: map[string]*workv1.ManifestWork{},
+		byUID: map[kubetypes.UID]string{},
+		byApp: map[string]map[string]struct{}{},
+	}
+}
+
+func storeKey(namespace, name string) string { return namespace + "/" + name }
+
+// replace loads the works listed from the server and marks the store synced.
+func (s *workStore) replace(works []*workv1.ManifestWork) {
+	s.mu.Lock()
+	for _, w := range works {
+		s.put(w)
+	}
+	s.synced = true
+	handlers := append([]*registration(nil), s.handlers...)
+	s.mu.Unlock()
+	for _, w := range works {
+		for _, h := range handlers {
+			h.handler.OnAdd(w, true)
+		}
+	}
+}
+
+// put stores a work (without manifests); the caller holds the lock. The source client writes a work it read
+// and patched; when a newer status arrived in between, the stored status wins.
+func (s *workStore) put(w *workv1.ManifestWork) *workv1.ManifestWork {
+	w = w.DeepCopy()
+	w.Spec.Workload.Manifests = nil
+	key := storeKey(w.Namespace, w.Name)
+	old := s.byKey[key]
+	if old != nil {
+		s.unindexApp(old, key)
+		if oldSeq := old.Annotations[common.CloudEventsSequenceIDAnnotationKey]; oldSeq != w.Annotations[common.CloudEventsSequenceIDAnnotationKey] {
+			if newer, err := utils.CompareSnowflakeSequenceIDs(w.Annotations[common.CloudEventsSequenceIDAnnotationKey], oldSeq); err == nil && newer {
+				if w.Annotations == nil {
+					w.Annotations = map[string]string{}
+				}
+				w.Annotations[common.CloudEventsSequenceIDAnnotationKey] = oldSeq
+				w.Status = old.Status
+				w.Finalizers = old.Finalizers
+			}
+		}
+	}
+	s.byKey[key] = w
+	s.byUID[w.UID] = key
+	if app := ApplicationKey(w); app != "" {
+		if s.byApp[app] == nil {
+			s.byApp[app] = map[string]struct{}{}
+		}
+		s.byApp[app][key] = struct{}{}
+	}
+	return old
+}
+
+func (s *workStore) remove(w *workv1.ManifestWork) *workv1.ManifestWork {
+	key := storeKey(w.Namespace, w.Name)
+	old := s.byKey[key]
+	if old == nil {
+		return nil
+	}
+	delete(s.byKey, key)
+	delete(s.byUID, old.UID)
+	s.unindexApp(old, key)
+	return old
+}
+
+func (s *workStore) unindexApp(w *workv1.ManifestWork, key string) {
+	app := ApplicationKey(w)
+	if app == "" {
+		return
+	}
+	delete(s.byApp[app], key)
+	if len(s.byApp[app]) == 0 {
+		delete(s.byApp, app)
+	}
+}
+
+// Add stores a work the source client created and tells the handlers.
+func (s *workStore) Add(obj runtime.Object) error {
+	w, ok := obj.(*workv1.ManifestWork)
+	if !ok {
+		return fmt.Errorf("unexpected object %T", obj)
+	}
+	s.mu.Lock()
+	old := s.put(w)
+	stored := s.byKey[storeKey(w.Namespace, w.Name)]
+	handlers := append([]*registration(nil), s.handlers...)
+	s.mu.Unlock()
+	s.notify(handlers, old, stored)
+	return nil
+}
+
+// Update stores a work the source client changed and tells the handlers.
+func (s *workStore) Update(obj runtime.Object) error { return s.Add(obj) }
+
+// Delete removes a work and tells the handlers.
+func (s *workStore) Delete(obj runtime.Object) error {
+	w, ok := obj.(*workv1.ManifestWork)
+	if !ok {
+		return fmt.Errorf("unexpected object %T", obj)
+	}
+	s.mu.Lock()
+	old := s.remove(w)
+	handlers := append([]*registration(nil), s.handlers...)
+	s.mu.Unlock()
+	if old != nil {
+		for _, h := range handlers {
+			h.handler.OnDelete(old)
+		}
+	}
+	return nil
+}
+
+func (s *workStore) notify(handlers []*registration, old, stored *workv1.ManifestWork) {
+	for _, h := range handlers {
+		if old == nil {
+			h.handler.OnAdd(stored, false)
+		} else {
+			h.handler.OnUpdate(old, stored)
+		}
+	}
+}
+
+// HandleReceivedResource applies a status event from the server to the stored work, as the sdk-go source store
+// does, but finds the work by UID in a map rather than by scanning every work, and reads and writes it under
+// one lock so that a concurrent spec update is not lost.
+func (s *workStore) HandleReceivedResource(ctx context.Context, received *workv1.ManifestWork) error {
+	logger := klog.FromContext(ctx).WithValues("workUID", received.UID)
+	s.mu.Lock()
+	last := s.byKey[s.byUID[received.UID]]
+	old, stored, deleted := s.applyStatus(logger, last, received)
+	handlers := append([]*registration(nil), s.handlers...)
+	s.mu.Unlock()
+	switch {
+	case deleted != nil:
+		for _, h := range handlers {
+			h.handler.OnDelete(deleted)
+		}
+	case stored != nil:
+		s.notify(handlers, old, stored)
+	}
+	return nil
+}
+
+// applyStatus decides what a status event does to the stored work; the caller holds the lock. It returns the
+// work before and after an update, or the removed work.
+func (s *workStore) applyStatus(logger klog.Logger, last, received *workv1.ManifestWork) (old, stored, deleted *workv1.ManifestWork) {
+	if last == nil {
+		// A status of a work deleted here already (its final "Deleted" status, or one that crossed the delete).
+		logger.V(2).Info("Ignoring the status of an unknown work")
+		return nil, nil, nil
+	}
+	if meta.IsStatusConditionTrue(received.Status.Conditions, common.ResourceDeleted) {
+		return nil, nil, s.remove(last)
+	}
+	if last.Generation != 0 && received.Generation > last.Generation {
+		logger.V(2).Info("Ignoring a status for a newer generation than known", "known", last.Generation, "received", received.Generation)
+		return nil, nil, nil
+	}
+	seq := received.Annotations[common.CloudEventsSequenceIDAnnotationKey]
+	newer, err := utils.CompareSnowflakeSequenceIDs(last.Annotations[common.CloudEventsSequenceIDAnnotationKey], seq)
+	if err != nil {
+		logger.Error(err, "Ignoring a status with an invalid sequence ID", "sequenceID", seq)
+		return nil, nil, nil
+	}
+	if !newer || equality.Semantic.DeepEqual(last.Status, received.Status) {
+		return nil, nil, nil
+	}
+	updated := last.DeepCopy()
+	if updated.Annotations == nil {
+		updated.Annotations = map[string]string{}
+	}
+	updated.Annotations[common.CloudEventsSequenceIDAnnotationKey] = seq
+	updated.Finalizers = utils.EnsureManifestWorkFinalizer(updated.Finalizers)
+	updated.Status = received.Status
+	old = s.put(updated)
+	return old, s.byKey[storeKey(updated.Namespace, updated.Name)], nil
+}
+
+// GetWatcher is not used: the controllers take events from the store's handlers.
+func (s *workStore) GetWatcher(context.Context, string, metav1.ListOptions) (watch.Interface, error) {
+	return nil, errors.New("the grpc transport's work store delivers events to handlers, not watchers")
+}
+
+// List returns the works of a namespace (all namespaces when empty).
+func (s *workStore) List(_ context.Context, namespace string, opts metav1.ListOptions) (*store.ResourceList[*workv1.ManifestWork], error) {
+	selector := labels.Everything()
+	if opts.LabelSelector != "" {
+		var err error
+		if selector, err = labels.Parse(opts.LabelSelector); err != nil {
+			return nil, fmt.Errorf("parse label selector %q: %w", opts.LabelSelector, err)
+		}
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	list := &store.ResourceList[*workv1.ManifestWork]{}
+	for _, w := range s.byKey {
+		if (namespace == "" || w.Namespace == namespace) && selector.Matches(labels.Set(w.Labels)) {
+			list.Items = append(list.Items, w)
+		}
+	}
+	return list, nil
+}
+
+// ListAll returns every work.
+func (s *workStore) ListAll(ctx context.Context) ([]*workv1.ManifestWork, error) {
+	l, err := s.List(ctx, "", metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// Get returns a stored work.
+func (s *workStore) Get(_ context.Context, namespace, name string) (*workv1.ManifestWork, bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	w, ok := s.byKey[storeKey(namespace, name)]
+	return w, ok, nil
+}
+
+// HasInitiated reports whether the works were listed from the server.
+func (s *workStore) HasInitiated() bool { return s.HasSynced() }
+
+// forApplication returns the works of a hub Application.
+func (s *workStore) forApplication(appKey string) []*workv1.ManifestWork {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*workv1.ManifestWork, 0, len(s.byApp[appKey]))
+	for key := range s.byApp[appKey] {
+		out = append(out, s.byKey[key])
+	}
+	return out
+}
+
+// namespaces returns the namespaces (clusters) that have works.
+func (s *workStore) namespaces() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	seen := map[string]struct{}{}
+	for _, w := range s.byKey {
+		seen[w.Namespace] = struct{}{}
+	}
+	out := make([]string, 0, len(seen))
+	for ns := range seen {
+		out = append(out, ns)
+	}
+	return out
+}
+
+// registration is an event handler of the store.
+type registration struct {
+	handler toolscache.ResourceEventHandler
+	store   *workStore
+}
+
+func (r *registration) HasSynced() bool { return r.store.HasSynced() }
+
+// AddEventHandler registers a handler and replays the stored works to it.
+func (s *workStore) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	reg := &registration{handler: h, store: s}
+	s.mu.Lock()
+	s.handlers = append(s.handlers, reg)
+	existing := make([]*workv1.ManifestWork, 0, len(s.byKey))
+	for _, w := range s.byKey {
+		existing = append(existing, w)
+	}
+	s.mu.Unlock()
+	for _, w := range existing {
+		h.OnAdd(w, true)
+	}
+	return reg, nil
+}
+
+// AddEventHandlerWithResyncPeriod registers a handler; the store does not resync.
+func (s *workStore) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, _ time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	return s.AddEventHandler(h)
+}
+
+// AddEventHandlerWithOptions registers a handler; the store does not resync.
+func (s *workStore) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, _ toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	return s.AddEventHandler(h)
+}
+
+// RemoveEventHandler unregisters a handler.
+func (s *workStore) RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, h := range s.handlers {
+		if h == handle {
+			s.handlers = append(s.handlers[:i], s.handlers[i+1:]...)
+			return nil
+		}
+	}
+	return nil
+}
+
+// AddIndexers is not supported: the store keeps its own indexes.
+func (s *workStore) AddIndexers(toolscache.Indexers) error {
+	return errors.New("the grpc transport's work store does not take indexers")
+}
+
+// HasSynced reports whether the works were listed from the server.
+func (s *workStore) HasSynced() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.synced
+}
+
+// IsStopped reports whether the store stopped; it runs as long as the process.
+func (s *workStore) IsStopped() bool { return false }
