@@ -26,10 +26,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	ocmfeature "open-cluster-management.io/api/feature"
+	ocmmanifests "open-cluster-management.io/ocm/manifests"
 	commonoptions "open-cluster-management.io/ocm/pkg/common/options"
 	"open-cluster-management.io/ocm/pkg/features"
 	"open-cluster-management.io/ocm/pkg/work/spoke"
-	ocmmanifests "open-cluster-management.io/ocm/manifests"
 )
 
 // Drivers: where the agent gets its works from.
