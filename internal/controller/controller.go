@@ -26,6 +26,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/application"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/gitopscluster"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -49,6 +50,8 @@ type Options struct {
 
 	Application application.Options
 	GRPC        workclient.GRPCOptions
+	// GitOpsCluster runs the GitOpsCluster controller (it needs the GitOpsCluster CRD on the hub).
+	GitOpsCluster bool
 
 	// StartedMoreThanOnce lets a process start the controllers several times (tests do): controller-runtime
 	// otherwise refuses a second controller of the same name, for the sake of its metrics.
@@ -72,6 +75,7 @@ func NewOptions() *Options {
 			UnknownClusterRetry:  30 * time.Second,
 			Workers:              16,
 		},
+		GitOpsCluster: true,
 		GRPC: workclient.GRPCOptions{
 			SourceID:     "argocd-pull",
 			PublishQPS:   2000,
@@ -97,6 +101,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Application.EnableLocalCluster, "enable-local-cluster", o.Application.EnableLocalCluster, "Deliver to the cluster labelled local-cluster=true (the hub itself) too")
 	fs.DurationVar(&o.Application.ApplyTimeout, "apply-timeout", o.Application.ApplyTimeout, "How long a new work may stay unapplied before its Application shows a DeliveryError")
 	fs.IntVar(&o.Application.Workers, "workers", o.Application.Workers, "Concurrent Application reconciles")
+	fs.BoolVar(&o.GitOpsCluster, "gitopscluster", o.GitOpsCluster, "Run the GitOpsCluster controller (needs the GitOpsCluster CRD from config/crd)")
 	fs.StringVar(&o.GRPC.ConfigFile, "grpc-config", o.GRPC.ConfigFile, "sdk-go gRPC client config of the server's source endpoint: url, caFile, clientCertFile, clientKeyFile, token or tokenFile (transport grpc)")
 	fs.StringVar(&o.GRPC.RESTURL, "server-url", o.GRPC.RESTURL, "REST API of the Maestro(-compatible) server, where works are listed after a start (transport grpc)")
 	fs.StringVar(&o.GRPC.SourceID, "source-id", o.GRPC.SourceID, "CloudEvents source ID of this controller (transport grpc)")
@@ -157,7 +162,7 @@ type Controller struct {
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, clusterv1.Install, clusterv1beta1.Install, workv1.Install,
+		clientgoscheme.AddToScheme, clusterv1.Install, clusterv1beta1.Install, workv1.Install, gitopscluster.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(err)
@@ -176,6 +181,11 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controller, error)
 	}
 	if o.Transport == TransportKube {
 		byObject[&workv1.ManifestWork{}] = workclient.KubeCacheOptions()
+	}
+	if o.GitOpsCluster {
+		for obj, by := range gitopscluster.CacheByObject() {
+			byObject[obj] = by
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: Scheme(),
@@ -224,6 +234,11 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controller, error)
 	}
 	if err := app.SetupWithManager(ctx, mgr); err != nil {
 		return nil, fmt.Errorf("set up application controller: %w", err)
+	}
+	if o.GitOpsCluster {
+		if err := (&gitopscluster.Reconciler{}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("set up gitopscluster controller: %w", err)
+		}
 	}
 	return &Controller{Manager: mgr, Works: works}, nil
 }

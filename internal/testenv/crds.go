@@ -42,6 +42,8 @@ const (
 	OCMHubCRDs CRDSet = "ocm-hub"
 	// OCMSpokeCRDs are the CRDs the work agent needs on a managed cluster (AppliedManifestWork).
 	OCMSpokeCRDs CRDSet = "ocm-spoke"
+	// ProjectCRDs are argocd-pull's own CRDs, generated into config/crd.
+	ProjectCRDs CRDSet = "argocd-pull"
 )
 
 var ocmHubCRDFiles = []string{
@@ -80,6 +82,12 @@ func CRDFiles(set CRDSet) ([]string, error) {
 		mod, version, files = OCMAPIModule, OCMAPIVersion, ocmHubCRDFiles
 	case OCMSpokeCRDs:
 		mod, version, files = OCMAPIModule, OCMAPIVersion, ocmSpokeCRDFiles
+	case ProjectCRDs:
+		root, err := ModuleRoot()
+		if err != nil {
+			return nil, err
+		}
+		return filepath.Glob(filepath.Join(root, "config", "crd", "*.yaml"))
 	default:
 		return nil, fmt.Errorf("unknown CRD set %q", set)
 	}

@@ -93,7 +93,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 			clusters[i] = c
 			sets := []CRDSet{ArgoCDCRDs, OCMSpokeCRDs}
 			if name == HubName {
-				sets = []CRDSet{ArgoCDCRDs, OCMHubCRDs}
+				sets = []CRDSet{ArgoCDCRDs, OCMHubCRDs, ProjectCRDs}
 			}
 			var files []string
 			for _, set := range sets {
