@@ -116,7 +116,7 @@ func newSuite() (*suite, error) {
 }
 
 const (
-	timeout = 20 * time.Second
+	timeout = 30 * time.Second
 	poll    = 50 * time.Millisecond
 )
 
