@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -164,27 +165,41 @@ func (r *Reconciler) reconcileGone(ctx context.Context, req ctrl.Request) error 
 		return err
 	}
 	if exists && controllerutil.ContainsFinalizer(live, Finalizer) {
-		return r.removeFinalizer(ctx, live)
+		return r.removeFinalizers(ctx, live, Finalizer)
 	}
 	return nil
 }
 
-// reconcileDelete deletes the Application's works and releases the Application once they are gone.
+// reconcileDelete deletes the Application's works and, once they are gone, releases the finalizers that wait
+// for them: argocd-pull's own, and Argo CD's resources and post-delete finalizers. The hub's Argo CD never
+// processes a skip-reconcile Application, not even its deletion; in the pull model the managed cluster's
+// Argo CD does what those finalizers ask (the delivered copy carries them), and the hub copy follows.
 func (r *Reconciler) reconcileDelete(ctx context.Context, app *unstructured.Unstructured) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(app, Finalizer) {
-		_, err := r.deleteWorks(ctx, app.GetNamespace(), app.GetName(), "")
-		return ctrl.Result{}, err
-	}
 	remaining, err := r.deleteWorks(ctx, app.GetNamespace(), app.GetName(), "")
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	held := heldFinalizers(app.GetFinalizers())
+	if len(held) == 0 {
+		return ctrl.Result{}, nil
 	}
 	if remaining > 0 {
 		// The work's events requeue the Application when the agent has removed it.
 		log.FromContext(ctx).V(1).Info("Waiting for works to be removed", "remaining", remaining)
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, r.removeFinalizer(ctx, app)
+	return ctrl.Result{}, r.removeFinalizers(ctx, app, held...)
+}
+
+// heldFinalizers returns the finalizers that argocd-pull releases once the Application's works are gone.
+func heldFinalizers(finalizers []string) []string {
+	var held []string
+	for _, f := range finalizers {
+		if f == Finalizer || strings.HasPrefix(f, argocd.ResourcesFinalizer) || strings.HasPrefix(f, argocd.PostDeleteFinalizer) {
+			held = append(held, f)
+		}
+	}
+	return held
 }
 
 // deleteWorks deletes the Application's works, except the one in cluster keep, and returns how many still exist.
@@ -222,11 +237,13 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, app *unstructured.Unst
 	return nil
 }
 
-func (r *Reconciler) removeFinalizer(ctx context.Context, app *unstructured.Unstructured) error {
+func (r *Reconciler) removeFinalizers(ctx context.Context, app *unstructured.Unstructured, finalizers ...string) error {
 	patch := client.MergeFromWithOptions(app.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(app, Finalizer)
+	for _, f := range finalizers {
+		controllerutil.RemoveFinalizer(app, f)
+	}
 	if err := r.Client.Patch(ctx, app, patch); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("remove finalizer from application %s: %w", klog.KObj(app), err)
+		return fmt.Errorf("remove finalizers %v from application %s: %w", finalizers, klog.KObj(app), err)
 	}
 	return nil
 }

@@ -299,6 +299,33 @@ func TestDelete(t *testing.T) {
 	})
 }
 
+// TestDeleteReleasesArgoCDFinalizers: an ApplicationSet-owned Application with Argo CD's resources finalizer
+// (which the hub's Argo CD never processes for a skip-reconcile Application) is released once its work is gone.
+func TestDeleteReleasesArgoCDFinalizers(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	startController(t)
+
+	app := newApp(ns, "cascade", cluster)
+	app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "set", UID: "3c1a0cfa-0000-0000-0000-000000000002"}})
+	app.SetFinalizers([]string{argocd.ResourcesFinalizer, "example.com/someone-else"})
+	createApp(t, c, app)
+	eventually(t, "work created", func() error { _, err := getWork(c, cluster, ns, "cascade"); return err })
+	if err := c.Delete(context.Background(), getApp(t, c, ns, "cascade")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "work deleted and Argo CD's finalizer released", func() error {
+		if _, err := getWork(c, cluster, ns, "cascade"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("work: %v", err)
+		}
+		if f := getApp(t, c, ns, "cascade").GetFinalizers(); len(f) != 1 || f[0] != "example.com/someone-else" {
+			return fmt.Errorf("finalizers = %v", f)
+		}
+		return nil
+	})
+	updateApp(t, c, ns, "cascade", func(u *unstructured.Unstructured) { u.SetFinalizers(nil) })
+}
+
 // TestSweeper: works whose hub Application no longer exists are removed, also when the Application went while
 // the controller was down; works argocd-pull does not own are never touched.
 func TestSweeper(t *testing.T) {

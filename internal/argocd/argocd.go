@@ -49,8 +49,11 @@ const (
 	AnnotationSkipReconcile = "argocd.argoproj.io/skip-reconcile"
 	// AnnotationRefresh asks Argo CD to refresh an Application ("normal" or "hard").
 	AnnotationRefresh = "argocd.argoproj.io/refresh"
-	// ResourcesFinalizer makes Argo CD delete an Application's resources with it.
+	// ResourcesFinalizer makes Argo CD delete an Application's resources with it (also with the suffixes
+	// /foreground and /background).
 	ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"
+	// PostDeleteFinalizer makes Argo CD run an Application's post-delete hooks (also with suffixes).
+	PostDeleteFinalizer = "post-delete-finalizer.argoproj.io"
 	// LabelLocalCluster marks the managed cluster that is the hub itself.
 	LabelLocalCluster = "local-cluster"
 	// InClusterServer is the destination of an Application deployed to the cluster its Argo CD runs in.

@@ -105,7 +105,7 @@ func startAPIServer(ctx context.Context, spec apiserverSpec) (*Cluster, error) {
 	tokens := map[string]string{}
 	var tokenLines []string
 	for _, u := range append([]User{{Name: "admin", Groups: []string{"system:masters"}}}, spec.users...) {
-		tok := randomToken()
+		tok := RandomToken()
 		tokens[u.Name] = tok
 		tokenLines = append(tokenLines, fmt.Sprintf("%s,%s,%s,%q", tok, u.Name, u.Name, strings.Join(u.Groups, ",")))
 	}
@@ -157,7 +157,7 @@ func startAPIServer(ctx context.Context, spec apiserverSpec) (*Cluster, error) {
 			proc:   proc,
 		}
 		insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // readiness probe of our own loopback apiserver before its CA is read
-		lastErr = proc.waitReady(ctx, 90*time.Second, func(ctx context.Context) error {
+		lastErr = proc.WaitReady(ctx, 90*time.Second, func(ctx context.Context) error {
 			return httpOK(ctx, insecure, c.URL+"/readyz", tokens["admin"])
 		})
 		if lastErr == nil {
@@ -226,7 +226,8 @@ func writeServiceAccountKey(path string) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: der}), 0o600)
 }
 
-func randomToken() string {
+// RandomToken returns a random hex token.
+func RandomToken() string {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		panic(err)

@@ -146,6 +146,9 @@ func (e *Env) Cluster(name string) *Cluster {
 	return nil
 }
 
+// KeepDir keeps the environment's directory (and its logs) when it stops.
+func (e *Env) KeepDir() { e.ownsDir = false }
+
 // Stop stops every process and removes the directory the environment created.
 func (e *Env) Stop() {
 	e.stopProcesses()

@@ -112,8 +112,8 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
-// waitReady polls check until it succeeds, the process exits or the context ends.
-func (p *Process) waitReady(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
+// WaitReady polls check until it succeeds, the process exits or the context ends.
+func (p *Process) WaitReady(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error

@@ -1,0 +1,367 @@
+// Package fleet brings up a whole argocd-pull fleet on loopback: a hub and managed clusters (real
+// kube-apiservers), the hub controller, an agent and a real Argo CD per managed cluster, Argo CD's
+// ApplicationSet controller on the hub, a git server, and in the Maestro mode PostgreSQL and argocd-pull
+// server. The end-to-end tests and `argocd-pull demo` use it.
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/argocd-pull/argocd-pull/internal/testenv"
+)
+
+// Transports.
+const (
+	TransportGRPC = "grpc"
+	TransportKube = "kube"
+)
+
+// Options configure a fleet.
+type Options struct {
+	// Dir holds the fleet's state: kubeconfigs, certificates, logs. A temporary directory when empty.
+	Dir string
+	// Clusters names the managed clusters.
+	Clusters []string
+	// Transport is grpc (Maestro mode: PostgreSQL and argocd-pull server) or kube (ManifestWorks on the hub).
+	Transport string
+	// Binary is the argocd-pull binary the fleet runs.
+	Binary string
+	// ArgoCD starts a real Argo CD on each managed cluster and the ApplicationSet controller on the hub.
+	ArgoCD bool
+	// Progress receives a line per step; nil for silence.
+	Progress func(string)
+}
+
+// Fleet is a running fleet.
+type Fleet struct {
+	Options
+	Env *testenv.Env
+	Git *testenv.GitServer
+	// Server is argocd-pull server's addresses (Maestro mode).
+	Server Endpoints
+	// AdminToken may use the server's REST API as an admin.
+	AdminToken string
+	// ControllerMetrics is the hub controller's metrics address.
+	ControllerMetrics string
+
+	ca         *testenv.CA
+	server     *testenv.Process
+	controller *testenv.Process
+	agents     map[string]*testenv.Process
+	argocd     map[string]*testenv.ArgoCD
+	appset     *testenv.Process
+	tokens     map[string]string
+}
+
+// Endpoints are the listeners of argocd-pull server.
+type Endpoints struct {
+	Source, Agent, HTTP string
+}
+
+// ArgoCDNamespace is where Argo CD runs on every cluster, and where the hub's Applications live.
+const ArgoCDNamespace = "argocd"
+
+// Start brings the fleet up. On error everything started is stopped.
+func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
+	if o.Transport == "" {
+		o.Transport = TransportGRPC
+	}
+	f := &Fleet{Options: o, agents: map[string]*testenv.Process{}, argocd: map[string]*testenv.ArgoCD{}, tokens: map[string]string{}}
+	defer func() {
+		if err != nil {
+			f.Stop()
+		}
+	}()
+	f.progress("starting etcd, kube-apiservers for the hub and %s, garbage collectors%s", strings.Join(o.Clusters, ", "),
+		map[bool]string{true: ", PostgreSQL", false: ""}[o.Transport == TransportGRPC])
+	f.Env, err = testenv.Start(ctx, testenv.Options{Dir: o.Dir, ManagedClusters: o.Clusters, GarbageCollector: true,
+		Postgres: o.Transport == TransportGRPC})
+	if err != nil {
+		return nil, err
+	}
+	f.Dir = f.Env.Dir
+	if f.Git, err = testenv.StartGitServer(f.Dir); err != nil {
+		return nil, err
+	}
+	if err := f.prepareHub(ctx); err != nil {
+		return nil, err
+	}
+	if o.Transport == TransportGRPC {
+		if err := f.startServer(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := f.startAgents(ctx); err != nil {
+		return nil, err
+	}
+	if err := f.startController(ctx); err != nil {
+		return nil, err
+	}
+	if o.ArgoCD {
+		if err := f.startArgoCD(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+func (f *Fleet) progress(format string, args ...any) {
+	if f.Progress != nil {
+		f.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+func (f *Fleet) logPath(name string) string { return filepath.Join(f.Dir, "logs", name+".log") }
+
+// run starts the argocd-pull binary.
+func (f *Fleet) run(name string, args ...string) (*testenv.Process, error) {
+	return testenv.StartProcess(testenv.ProcessSpec{Name: name, Path: f.Binary, Args: args, LogPath: f.logPath(name)})
+}
+
+// startServer starts argocd-pull server with TLS and tokens (one per agent, one for the controller, one
+// admin) and registers the managed clusters as consumers.
+func (f *Fleet) startServer(ctx context.Context) error {
+	f.progress("starting argocd-pull server (TLS, tokens) on PostgreSQL")
+	db, err := f.Env.Postgres.CreateDatabase(ctx, "argocd_pull")
+	if err != nil {
+		return err
+	}
+	if f.ca, err = testenv.NewCA(filepath.Join(f.Dir, "pki")); err != nil {
+		return err
+	}
+	cert, key, err := f.ca.Issue("argocd-pull-server", true)
+	if err != nil {
+		return err
+	}
+	var lines []string
+	for _, c := range f.Clusters {
+		f.tokens["agent/"+c] = testenv.RandomToken()
+		lines = append(lines, f.tokens["agent/"+c]+",agent,"+c)
+	}
+	f.tokens["source"], f.AdminToken = testenv.RandomToken(), testenv.RandomToken()
+	lines = append(lines, f.tokens["source"]+",source,argocd-pull", f.AdminToken+",admin")
+	tokenFile := filepath.Join(f.Dir, "pki", "tokens.csv")
+	if err := os.WriteFile(tokenFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write token file: %w", err)
+	}
+	ports, err := testenv.FreePorts(3)
+	if err != nil {
+		return err
+	}
+	f.Server = Endpoints{Source: addr(ports[0]), Agent: addr(ports[1]), HTTP: addr(ports[2])}
+	f.server, err = f.run("argocd-pull-server", "server",
+		"--database-url", db,
+		"--source-grpc-bind-address", f.Server.Source, "--agent-grpc-bind-address", f.Server.Agent, "--http-bind-address", f.Server.HTTP,
+		"--tls-cert-file", cert, "--tls-key-file", key, "--token-file", tokenFile)
+	if err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, f.server, f.restClient(), "https://"+f.Server.HTTP+"/readyz"); err != nil {
+		return err
+	}
+	for _, c := range f.Clusters {
+		if err := f.createConsumer(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restClient trusts the fleet's CA.
+func (f *Fleet) restClient() *http.Client {
+	pool := x509.NewCertPool()
+	if pem, err := os.ReadFile(f.ca.CertFile); err == nil {
+		pool.AppendCertsFromPEM(pem)
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+}
+
+func (f *Fleet) createConsumer(ctx context.Context, name string) error {
+	body, err := json.Marshal(map[string]string{"name": name})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+f.Server.HTTP+"/api/maestro/v1/consumers", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+f.AdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := f.restClient().Do(req)
+	if err != nil {
+		return fmt.Errorf("create consumer %s: %w", name, err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusConflict {
+		return fmt.Errorf("create consumer %s: %s", name, resp.Status)
+	}
+	return nil
+}
+
+// grpcConfig writes an sdk-go gRPC client config with the CA and a token.
+func (f *Fleet) grpcConfig(name, url, token string) (string, error) {
+	path := filepath.Join(f.Dir, "pki", name+"-grpc.yaml")
+	content := fmt.Sprintf("url: %s\ncaFile: %s\ntoken: %s\n", url, f.ca.CertFile, token)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		return "", fmt.Errorf("write grpc config %s: %w", name, err)
+	}
+	return path, nil
+}
+
+func (f *Fleet) startAgents(ctx context.Context) error {
+	f.progress("starting the work agent of %s (driver %s)", strings.Join(f.Clusters, ", "), f.Transport)
+	for _, c := range f.Clusters {
+		if err := f.StartAgent(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartAgent starts (or restarts) the agent of a managed cluster.
+func (f *Fleet) StartAgent(ctx context.Context, cluster string) error {
+	if p := f.agents[cluster]; p != nil {
+		p.Stop(10 * time.Second)
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		return err
+	}
+	args := []string{"agent", "--cluster-name", cluster, "--driver", f.Transport,
+		"--kubeconfig", f.Env.Cluster(cluster).Kubeconfig, "--health-address", addr(port)}
+	if f.Transport == TransportGRPC {
+		cfg, err := f.grpcConfig("agent-"+cluster, f.Server.Agent, f.tokens["agent/"+cluster])
+		if err != nil {
+			return err
+		}
+		args = append(args, "--grpc-config", cfg)
+	} else {
+		args = append(args, "--hub-kubeconfig", f.Env.Hub.Kubeconfig)
+	}
+	p, err := f.run("agent-"+cluster, args...)
+	if err != nil {
+		return err
+	}
+	f.agents[cluster] = p
+	return waitHTTP(ctx, p, http.DefaultClient, "http://"+addr(port)+"/healthz")
+}
+
+// StartController starts (or restarts) the hub controller.
+func (f *Fleet) StartController(ctx context.Context) error { return f.startController(ctx) }
+
+func (f *Fleet) startController(ctx context.Context) error {
+	if f.controller != nil {
+		f.controller.Stop(10 * time.Second)
+	}
+	f.progress("starting the hub controller (transport %s)", f.Transport)
+	ports, err := testenv.FreePorts(2)
+	if err != nil {
+		return err
+	}
+	f.ControllerMetrics = addr(ports[0])
+	args := []string{"controller", "--kubeconfig", f.Env.Hub.Kubeconfig, "--transport", f.Transport,
+		"--metrics-bind-address", f.ControllerMetrics, "--health-probe-bind-address", addr(ports[1])}
+	if f.Transport == TransportGRPC {
+		cfg, err := f.grpcConfig("controller", f.Server.Source, f.tokens["source"])
+		if err != nil {
+			return err
+		}
+		args = append(args, "--grpc-config", cfg, "--server-url", "https://"+f.Server.HTTP, "--source-id", "argocd-pull")
+	}
+	p, err := f.run("controller", args...)
+	if err != nil {
+		return err
+	}
+	f.controller = p
+	return waitHTTP(ctx, p, http.DefaultClient, "http://"+addr(ports[1])+"/readyz")
+}
+
+// startArgoCD starts Argo CD on every managed cluster, in parallel, and the ApplicationSet controller on the hub.
+func (f *Fleet) startArgoCD(ctx context.Context) error {
+	f.progress("starting Argo CD (redis, repo server, application controller) on %s and the ApplicationSet controller on the hub",
+		strings.Join(f.Clusters, ", "))
+	argos := make([]*testenv.ArgoCD, len(f.Clusters))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, c := range f.Clusters {
+		g.Go(func() error {
+			a, err := testenv.StartArgoCD(gctx, f.Env.Cluster(c), testenv.ArgoCDOptions{
+				Dir: filepath.Join(f.Dir, "argocd-"+c), Namespace: ArgoCDNamespace, Forward: []string{f.Git.Addr},
+				ReconciliationTimeout: 30 * time.Second,
+			})
+			argos[i] = a
+			return err
+		})
+	}
+	err := g.Wait()
+	for i, a := range argos {
+		if a != nil {
+			f.argocd[f.Clusters[i]] = a
+		}
+	}
+	if err != nil {
+		return err
+	}
+	f.appset, err = testenv.StartApplicationSetController(ctx, f.Env.Hub, ArgoCDNamespace, filepath.Join(f.Dir, "applicationset-controller"))
+	return err
+}
+
+// Stop stops everything.
+func (f *Fleet) Stop() {
+	var procs []*testenv.Process
+	procs = append(procs, f.appset, f.controller)
+	for _, p := range f.agents {
+		procs = append(procs, p)
+	}
+	procs = append(procs, f.server)
+	for _, p := range procs {
+		if p != nil {
+			p.Stop(10 * time.Second)
+		}
+	}
+	for _, a := range f.argocd {
+		a.Stop()
+	}
+	if f.Git != nil {
+		f.Git.Stop()
+	}
+	if f.Env != nil {
+		f.Env.Stop()
+	}
+}
+
+// KeepDir keeps the fleet's directory when it stops (its logs, for a failed test or the demo).
+func (f *Fleet) KeepDir() { f.Env.KeepDir() }
+
+func waitHTTP(ctx context.Context, p *testenv.Process, client *http.Client, url string) error {
+	return p.WaitReady(ctx, 2*time.Minute, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return nil
+	})
+}
+
+func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }

@@ -1,0 +1,73 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
+	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"github.com/argocd-pull/argocd-pull/internal/testenv"
+)
+
+// PlacementName is the Placement that selects every managed cluster of the fleet.
+const PlacementName = "all-clusters"
+
+// HubClient returns a client of the hub.
+func (f *Fleet) HubClient() (client.Client, error) {
+	return client.New(f.Env.Hub.Config(), client.Options{Scheme: controller.Scheme()})
+}
+
+// ClusterClient returns a client of a managed cluster.
+func (f *Fleet) ClusterClient(name string) (client.Client, error) {
+	return client.New(f.Env.Cluster(name).Config(), client.Options{Scheme: controller.Scheme()})
+}
+
+// prepareHub creates what an OCM hub with Argo CD has: the ManagedClusters and their namespaces, Argo CD's
+// namespace and settings, a Placement of every cluster with its PlacementDecision (no OCM placement
+// scheduler runs here, so the fleet writes the decision it would make), and a GitOpsCluster that registers
+// the placed clusters with Argo CD.
+func (f *Fleet) prepareHub(ctx context.Context) error {
+	f.progress("registering %d managed clusters on the hub: ManagedClusters, a Placement and a GitOpsCluster", len(f.Clusters))
+	hub, err := f.HubClient()
+	if err != nil {
+		return err
+	}
+	if err := testenv.PrepareArgoCDNamespace(ctx, f.Env.Hub, ArgoCDNamespace, 0); err != nil {
+		return err
+	}
+	objs := []client.Object{}
+	for _, c := range f.Clusters {
+		objs = append(objs,
+			&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: c, Labels: map[string]string{"fleet": "argocd-pull"}},
+				Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}},
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c}})
+	}
+	placement := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: ArgoCDNamespace, Name: PlacementName}}
+	decision := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: ArgoCDNamespace, Name: PlacementName + "-decision-1",
+		Labels: map[string]string{clusterv1beta1.PlacementLabel: PlacementName, clusterv1beta1.DecisionGroupIndexLabel: "0"}}}
+	gitops := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ArgoCDNamespace, Name: "argocd-pull"},
+		Spec: v1alpha1.GitOpsClusterSpec{
+			ArgoServer:   v1alpha1.ArgoServerSpec{ArgoNamespace: ArgoCDNamespace},
+			PlacementRef: &corev1.ObjectReference{Kind: "Placement", APIVersion: clusterv1beta1.GroupVersion.String(), Name: PlacementName},
+		}}
+	objs = append(objs, placement, decision, gitops)
+	for _, o := range objs {
+		if err := hub.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	for _, c := range f.Clusters {
+		decision.Status.Decisions = append(decision.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: c, Reason: "fleet"})
+	}
+	if err := hub.Status().Update(ctx, decision); err != nil {
+		return fmt.Errorf("write placement decision: %w", err)
+	}
+	return nil
+}
