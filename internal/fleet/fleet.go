@@ -170,7 +170,7 @@ func (f *Fleet) startServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, f.server, f.restClient(), "https://"+f.Server.HTTP+"/readyz"); err != nil {
+	if err := waitHTTP(ctx, f.server, f.RESTClient(), "https://"+f.Server.HTTP+"/readyz"); err != nil {
 		return err
 	}
 	for _, c := range f.Clusters {
@@ -181,8 +181,9 @@ func (f *Fleet) startServer(ctx context.Context) error {
 	return nil
 }
 
-// restClient trusts the fleet's CA.
-func (f *Fleet) restClient() *http.Client {
+
+// RESTClient is an HTTP client that trusts the fleet's CA, for the server's REST API.
+func (f *Fleet) RESTClient() *http.Client {
 	pool := x509.NewCertPool()
 	if pem, err := os.ReadFile(f.ca.CertFile); err == nil {
 		pool.AppendCertsFromPEM(pem)
@@ -201,7 +202,7 @@ func (f *Fleet) createConsumer(ctx context.Context, name string) error {
 	}
 	req.Header.Set("Authorization", "Bearer "+f.AdminToken)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := f.restClient().Do(req)
+	resp, err := f.RESTClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("create consumer %s: %w", name, err)
 	}

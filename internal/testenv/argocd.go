@@ -261,8 +261,17 @@ func StartApplicationSetController(ctx context.Context, hub *Cluster, namespace,
 	if err != nil {
 		return nil, err
 	}
+	// The controller registers no health checks; its probe server answering (404) means its manager runs.
 	err = p.WaitReady(ctx, time.Minute, func(ctx context.Context) error {
-		return httpOK(ctx, http.DefaultClient, "http://"+addr(1)+"/healthz", "")
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr(1)+"/healthz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
 	})
 	if err != nil {
 		p.Kill()

@@ -22,6 +22,7 @@ type GitServer struct {
 	// Addr is host:port of the server; URL(name) is a repository's clone URL.
 	Addr string
 	root string
+	log  *os.File
 	srv  *http.Server
 }
 
@@ -38,11 +39,19 @@ func StartGitServer(dir string) (*GitServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for git server: %w", err)
 	}
-	handler := &cgi.Handler{
-		Path: gitHTTPBackend,
-		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return nil, fmt.Errorf("create log dir: %w", err)
 	}
-	g := &GitServer{Addr: l.Addr().String(), root: root, srv: &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}}
+	logFile, err := os.OpenFile(filepath.Join(dir, "logs", "git-server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) //nolint:gosec // our own log
+	if err != nil {
+		return nil, fmt.Errorf("open git server log: %w", err)
+	}
+	handler := &cgi.Handler{
+		Path:   gitHTTPBackend,
+		Env:    []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
+		Stderr: logFile,
+	}
+	g := &GitServer{Addr: l.Addr().String(), root: root, log: logFile, srv: &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}}
 	go func() {
 		if err := g.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintf(os.Stderr, "git server: %v\n", err)
@@ -98,4 +107,7 @@ func git(ctx context.Context, dir string, args ...string) error {
 }
 
 // Stop stops the server.
-func (g *GitServer) Stop() { _ = g.srv.Close() }
+func (g *GitServer) Stop() {
+	_ = g.srv.Close()
+	_ = g.log.Close()
+}

@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/fleet"
 )
 
 // TestBasicModel: the basic OCM pull model with ManifestWork objects on the hub. A hub Application becomes an
@@ -21,26 +22,13 @@ import (
 // shows on the hub; deleting the hub Application removes the managed cluster's Application.
 func TestBasicModel(t *testing.T) {
 	ctx := context.Background()
-	hub, spoke := clientFor(t, env.Hub), clientFor(t, env.Cluster("cluster1"))
-	const ns = "basic"
-	ensureNamespace(t, hub, ns)
-	ensureNamespace(t, hub, "cluster1")
-	ensureNamespace(t, spoke, "argocd")
-	pd := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "basic-decision-1",
-		Labels: map[string]string{clusterv1beta1.PlacementLabel: "basic"}}}
-	if err := hub.Create(ctx, pd); err != nil {
+	f := startFleet(t, fleet.Options{Clusters: []string{"cluster1"}, Transport: fleet.TransportKube})
+	hub := must[client.Client](t)(f.HubClient())
+	spoke := must[client.Client](t)(f.ClusterClient("cluster1"))
+	const ns = fleet.ArgoCDNamespace
+	if err := spoke.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}}); err != nil {
 		t.Fatal(err)
 	}
-	pd.Status.Decisions = []clusterv1beta1.ClusterDecision{{ClusterName: "cluster1"}}
-	if err := hub.Status().Update(ctx, pd); err != nil {
-		t.Fatal(err)
-	}
-
-	run(t, "controller", "controller", "--kubeconfig", env.Hub.Kubeconfig, "--transport", "kube",
-		"--metrics-bind-address", "0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", freePort(t)))
-	run(t, "agent-cluster1", "agent", "--cluster-name", "cluster1", "--driver", "kube",
-		"--kubeconfig", env.Cluster("cluster1").Kubeconfig, "--hub-kubeconfig", env.Hub.Kubeconfig,
-		fmt.Sprintf("--health-address=127.0.0.1:%d", freePort(t)))
 
 	app := argocd.NewApplication()
 	app.SetNamespace(ns)
@@ -148,13 +136,3 @@ func writeSpokeStatus(t *testing.T, c client.Client, name string, status map[str
 	})
 }
 
-func conditionMessage(app *unstructured.Unstructured, typ string) string {
-	conds, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == typ {
-			s, _ := m["message"].(string)
-			return s
-		}
-	}
-	return ""
-}

@@ -1,92 +1,72 @@
-// Package e2e runs argocd-pull end to end on loopback: real kube-apiservers for the hub and the managed
-// clusters, the argocd-pull binary's controller and agents as processes, and, for the Maestro mode,
-// PostgreSQL, the server and real Argo CD on each managed cluster.
+// Package e2e runs argocd-pull end to end on loopback with the real binary: real kube-apiservers for the hub
+// and the managed clusters, the controller and the agents as processes, and for the ApplicationSet lifecycle
+// PostgreSQL, argocd-pull server and a real Argo CD on each managed cluster.
 package e2e
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"github.com/argocd-pull/argocd-pull/internal/fleet"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 )
 
-var (
-	env *testenv.Env
-	// binary is the argocd-pull binary built from this tree.
-	binary string
-)
+// binary is the argocd-pull binary built from this tree for the package's tests.
+var binary string
 
 func TestMain(m *testing.M) {
-	code := testenv.Main(m, testenv.Options{ManagedClusters: []string{"cluster1", "cluster2"}, GarbageCollector: true}, &env)
+	dir, err := os.MkdirTemp("", "argocd-pull-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	binary, err = testenv.BuildArgocdPull(ctx, dir)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-func setupBinary(t *testing.T) {
+// startFleet starts a fleet for the test and stops it at the end; a failed test keeps its logs.
+func startFleet(t *testing.T, o fleet.Options) *fleet.Fleet {
 	t.Helper()
-	if binary != "" {
-		return
-	}
+	o.Binary = binary
+	o.Progress = func(s string) { t.Log(s) }
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	b, err := testenv.BuildArgocdPull(ctx, env.Dir)
+	f, err := fleet.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	binary = b
-}
-
-// run starts the argocd-pull binary with a subcommand until the test ends.
-func run(t *testing.T, name string, args ...string) *testenv.Process {
-	t.Helper()
-	setupBinary(t)
-	p, err := testenv.StartProcess(testenv.ProcessSpec{
-		Name:    name,
-		Path:    binary,
-		Args:    args,
-		LogPath: filepath.Join(env.Dir, "logs", fmt.Sprintf("%s-%s.log", t.Name(), name)),
+	t.Cleanup(func() {
+		if t.Failed() {
+			f.KeepDir()
+			t.Logf("fleet logs kept in %s", f.Dir)
+		}
+		f.Stop()
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Stop(10 * time.Second) })
-	return p
+	return f
 }
 
-func clientFor(t *testing.T, c *testenv.Cluster) client.Client {
-	t.Helper()
-	cl, err := client.New(c.Config(), client.Options{Scheme: controller.Scheme()})
-	if err != nil {
-		t.Fatal(err)
+func must[T any](t *testing.T) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
 	}
-	return cl
-}
-
-func ensureNamespace(t *testing.T, c client.Client, name string) {
-	t.Helper()
-	err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	p, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // eventually polls f until it returns nil or the timeout passes.
@@ -98,7 +78,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 		if err = f(); err == nil {
 			return
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond)
 	}
 	t.Fatalf("%s: %v", what, err)
 }
@@ -106,4 +86,19 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 func nested(u *unstructured.Unstructured, path ...string) string {
 	s, _, _ := unstructured.NestedString(u.Object, path...)
 	return s
+}
+
+func conditionMessage(app *unstructured.Unstructured, typ string) string {
+	conds, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			s, _ := m["message"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+func get(ctx context.Context, c client.Client, obj client.Object, ns, name string) error {
+	return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
 }
