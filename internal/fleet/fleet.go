@@ -181,7 +181,6 @@ func (f *Fleet) startServer(ctx context.Context) error {
 	return nil
 }
 
-
 // RESTClient is an HTTP client that trusts the fleet's CA, for the server's REST API.
 func (f *Fleet) RESTClient() *http.Client {
 	pool := x509.NewCertPool()

@@ -198,8 +198,14 @@ func PrepareArgoCDNamespace(ctx context.Context, c *Cluster, namespace string, r
 			_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
 			return err
 		},
-		func() error { _, err := kube.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{}); return err },
-		func() error { _, err := kube.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{}); return err },
+		func() error {
+			_, err := kube.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := kube.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
+			return err
+		},
 		func() error {
 			gvr := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "appprojects"}
 			_, err := dyn.Resource(gvr).Namespace(namespace).Create(ctx, project, metav1.CreateOptions{})

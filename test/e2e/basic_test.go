@@ -135,4 +135,3 @@ func writeSpokeStatus(t *testing.T, c client.Client, name string, status map[str
 		return c.Update(context.Background(), app)
 	})
 }
-
