@@ -1,6 +1,9 @@
 package application
 
 import (
+	"strings"
+	"sync"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -49,7 +52,14 @@ func compactApplication(obj any) (any, error) {
 	return u, nil
 }
 
-// CompactStatus keeps the parts of an Application status that the hub controllers read.
+// CompactStatus keeps the parts of an Application status that the hub controllers read: sync, health,
+// operation phase and times, conditions, and the identities of the resources the Application deploys.
+//
+// The resources are kept as one string in status.resourceRefs, not as Argo CD's list: one line
+// "group/version/kind/namespace/name" per resource (no per-resource status), at most MaxCachedResources of
+// them, with status.resourceCount holding the full count when the list was cut. The string is interned, so
+// the thousands of Applications an ApplicationSet generates, which deploy the same resources, share one copy:
+// a list of maps would cost about half a kilobyte per resource per Application. Read it with CachedResources.
 func CompactStatus(status map[string]any) map[string]any {
 	out := map[string]any{}
 	copyPath := func(path ...string) {
@@ -66,5 +76,125 @@ func CompactStatus(status map[string]any) map[string]any {
 	copyPath("operationState", "finishedAt")
 	copyPath("operationState", "message")
 	copyPath("conditions")
+	if resources, ok := status["resources"].([]any); ok {
+		refs, count := compactResources(resources)
+		if refs != "" {
+			out[compactResourcesKey] = refs
+		}
+		if count > MaxCachedResources {
+			out[compactResourceCountKey] = int64(count)
+		}
+	}
 	return out
+}
+
+// Resource identities in the compact status of a cached Application.
+const (
+	// MaxCachedResources is the number of resources of one Application the cache keeps.
+	MaxCachedResources = 100
+
+	compactResourcesKey     = "resourceRefs"
+	compactResourceCountKey = "resourceCount"
+)
+
+// ResourceRef identifies a resource an Application deploys, as the Application's status.resources names it.
+type ResourceRef struct {
+	Group, Version, Kind, Namespace, Name string
+}
+
+// compactResources encodes the identities of the first MaxCachedResources entries of status.resources as one
+// interned string, and returns it with the number of well-formed entries.
+func compactResources(resources []any) (string, int) {
+	var b strings.Builder
+	count := 0
+	for _, r := range resources {
+		m, ok := r.(map[string]any)
+		if !ok {
+			continue
+		}
+		ref := ResourceRef{Group: str(m["group"]), Version: str(m["version"]), Kind: str(m["kind"]),
+			Namespace: str(m["namespace"]), Name: str(m["name"])}
+		if ref.Kind == "" || ref.Name == "" {
+			continue
+		}
+		count++
+		if count > MaxCachedResources {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(ref.Group + "/" + ref.Version + "/" + ref.Kind + "/" + ref.Namespace + "/" + ref.Name)
+	}
+	return interned.intern(b.String()), count
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// CachedResources returns the resources a cached Application deploys, as CompactStatus kept them, and how
+// many its status listed (more than returned when the list was cut).
+func CachedResources(app *unstructured.Unstructured) ([]ResourceRef, int) {
+	refs, _, _ := unstructured.NestedString(app.Object, "status", compactResourcesKey)
+	out := ParseResourceRefs(refs)
+	count, ok, _ := unstructured.NestedInt64(app.Object, "status", compactResourceCountKey)
+	if !ok || int(count) < len(out) {
+		count = int64(len(out))
+	}
+	return out, int(count)
+}
+
+// CachedResourceRefs returns the encoded resource identities of a cached Application (see CompactStatus);
+// Applications that deploy the same resources return the same string.
+func CachedResourceRefs(app *unstructured.Unstructured) string {
+	refs, _, _ := unstructured.NestedString(app.Object, "status", compactResourcesKey)
+	return refs
+}
+
+// ParseResourceRefs decodes the resource identities CachedResourceRefs returns.
+func ParseResourceRefs(refs string) []ResourceRef {
+	if refs == "" {
+		return nil
+	}
+	lines := strings.Split(refs, "\n")
+	out := make([]ResourceRef, 0, len(lines))
+	for _, line := range lines {
+		f := strings.SplitN(line, "/", 5)
+		if len(f) != 5 {
+			continue
+		}
+		out = append(out, ResourceRef{Group: f[0], Version: f[1], Kind: f[2], Namespace: f[3], Name: f[4]})
+	}
+	return out
+}
+
+// internTable deduplicates strings. It is bounded: when it holds maxEntries strings or maxBytes bytes it
+// starts over; the strings it handed out stay valid, they are only no longer shared with later ones.
+type internTable struct {
+	mu         sync.Mutex
+	m          map[string]string
+	bytes      int
+	maxEntries int
+	maxBytes   int
+}
+
+var interned = &internTable{maxEntries: 1 << 16, maxBytes: 32 << 20}
+
+func (t *internTable) intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v, ok := t.m[s]; ok {
+		return v
+	}
+	if t.m == nil || len(t.m) >= t.maxEntries || t.bytes+len(s) > t.maxBytes {
+		t.m, t.bytes = map[string]string{}, 0
+	}
+	t.m[s] = s
+	t.bytes += len(s)
+	return s
 }
