@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -107,6 +109,7 @@ func grpcOptions(addr string) *grpc.GRPCOptions {
 
 // testSource is an unmodified sdk-go source client with an informer over its works.
 type testSource struct {
+	mu     sync.Mutex
 	holder *work.ClientHolder
 	store  *workstore.SourceInformerWatcherStore
 	lister cache.Indexer
@@ -117,24 +120,40 @@ func startSource(t testing.TB, config any, sourceID string, works ...*workv1.Man
 	t.Helper()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(1)))
 	t.Cleanup(cancel)
+	// sdk-go's client starts polling whether its store is initiated as soon as it exists, so the store gets
+	// its informer first; the informer reaches the client through this pointer once it is built.
+	var holder atomic.Pointer[work.ClientHolder]
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return holder.Load().ManifestWorks(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return holder.Load().ManifestWorks(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}
+	informer := cache.NewSharedIndexInformer(lw, &workv1.ManifestWork{}, 0, cache.Indexers{})
 	watcherStore := workstore.NewSourceInformerWatcherStore(ctx)
+	watcherStore.SetInformer(informer)
 	opt := clientoptions.NewGenericClientOptions(config, sourcecodec.NewManifestBundleCodec(), sourceID+"-client").
 		WithClientWatcherStore(watcherStore).
 		WithSourceID(sourceID)
-	holder, err := work.NewSourceClientHolder(ctx, opt)
+	h, err := work.NewSourceClientHolder(ctx, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	factory := workinformers.NewSharedInformerFactoryWithOptions(holder.WorkInterface(), 0)
-	informer := factory.Work().V1().ManifestWorks()
-	watcherStore.SetInformer(informer.Informer())
-	go informer.Informer().Run(ctx.Done())
+	holder.Store(h)
+	go informer.Run(ctx.Done())
+	// The informer's list and watch set the shared client's namespace too: let them finish first.
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		t.Fatal("the source's informer did not sync")
+	}
+	// A restarted source rebuilds its cache (from the REST list) through its store, as sdk-go's own tests do.
 	for _, w := range works {
 		if err := watcherStore.Add(w); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return &testSource{holder: holder, store: watcherStore, lister: informer.Informer().GetIndexer(), cancel: cancel}
+	return &testSource{holder: h, store: watcherStore, lister: informer.GetIndexer(), cancel: cancel}
 }
 
 // work returns the source's cached work, or nil.
@@ -147,13 +166,16 @@ func (s *testSource) work(cluster, name string) *workv1.ManifestWork {
 }
 
 // testAgent is an unmodified sdk-go agent client playing a work agent: it reports every spec it receives
-// as applied, with the work's generation and the names of its manifests in the Applied condition.
+// as applied, with the work's generation and the names of its manifests in the Applied condition. It
+// polls the client's store through one namespaced client: sdk-go's client holder sets the namespace of a
+// shared client on every ManifestWorks call, which is not safe from several goroutines.
 type testAgent struct {
 	cluster string
 	holder  *work.ClientHolder
+	client  workv1client.ManifestWorkInterface
 	silent  atomic.Bool
 	cancel  context.CancelFunc
-	// received counts spec deliveries (adds and updates of the agent's works).
+	// received counts spec deliveries: changes of the store's resource version of the agent's works.
 	received atomic.Int64
 }
 
@@ -168,27 +190,41 @@ func startAgent(t testing.TB, config any, cluster string) *testAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &testAgent{cluster: cluster, holder: holder, cancel: cancel}
+	// sdk-go's agent store hands every change to a watch and blocks until it is read: an informer reads it.
 	factory := workinformers.NewSharedInformerFactoryWithOptions(holder.WorkInterface(), 0, workinformers.WithNamespace(cluster))
 	informer := factory.Work().V1().ManifestWorks().Informer()
-	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { a.handle(ctx, t, obj) },
-		UpdateFunc: func(_, obj any) { a.handle(ctx, t, obj) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	go informer.Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		t.Fatal("the agent's informer did not sync")
+	}
+	a := &testAgent{cluster: cluster, holder: holder, client: holder.ManifestWorks(cluster), cancel: cancel}
+	go a.loop(ctx, t)
 	return a
 }
 
-func (a *testAgent) handle(ctx context.Context, t testing.TB, obj any) {
-	w := obj.(*workv1.ManifestWork)
+func (a *testAgent) loop(ctx context.Context, t testing.TB) {
+	seen := map[string]string{}
+	for ctx.Err() == nil {
+		list, err := a.client.List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for i := range list.Items {
+				w := &list.Items[i]
+				if seen[w.Name] != w.ResourceVersion {
+					seen[w.Name] = w.ResourceVersion
+					a.handle(ctx, t, w)
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (a *testAgent) handle(ctx context.Context, t testing.TB, w *workv1.ManifestWork) {
 	a.received.Add(1)
 	if a.silent.Load() {
 		return
 	}
-	works := a.holder.ManifestWorks(a.cluster)
+	works := a.client
 	if !w.DeletionTimestamp.IsZero() {
 		if len(w.Finalizers) > 0 {
 			// As the work agent does once the manifests are gone; the client then reports Deleted.
@@ -212,7 +248,7 @@ func (a *testAgent) report(ctx context.Context, t testing.TB, w *workv1.Manifest
 		t.Error(err)
 		return
 	}
-	if _, err := a.holder.ManifestWorks(a.cluster).Patch(ctx, w.Name, kubetypes.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+	if _, err := a.client.Patch(ctx, w.Name, kubetypes.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		t.Logf("agent %s: report status of %s: %v", a.cluster, w.Name, err)
 	}
 }
@@ -220,7 +256,7 @@ func (a *testAgent) report(ctx context.Context, t testing.TB, w *workv1.Manifest
 // work returns the agent client's copy of a work, or nil. It reads the client's store, not the informer:
 // sdk-go's agent store replaces a work whose name changed without a watch event.
 func (a *testAgent) work(name string) *workv1.ManifestWork {
-	w, err := a.holder.ManifestWorks(a.cluster).Get(context.Background(), name, metav1.GetOptions{})
+	w, err := a.client.Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		return nil
 	}
@@ -283,7 +319,11 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 
 // appliedMessage is the message of the Applied condition the source holds for a work, or "".
 func appliedMessage(s *testSource, cluster, name string) string {
-	w := s.work(cluster, name)
+	return appliedOf(s.work(cluster, name))
+}
+
+// appliedOf is the message of a work's Applied condition, or "".
+func appliedOf(w *workv1.ManifestWork) string {
 	if w == nil {
 		return ""
 	}
@@ -311,6 +351,8 @@ func works2UID(source, cluster, name string) kubetypes.UID {
 // works returns the source's client for a cluster. sdk-go's client holder shares one client whose
 // namespace each call of ManifestWorks sets, so it is fetched right before every use.
 func (s *testSource) works(cluster string) workv1client.ManifestWorkInterface {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.holder.ManifestWorks(cluster)
 }
 

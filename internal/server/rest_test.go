@@ -1,0 +1,174 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+
+	workv1 "open-cluster-management.io/api/work/v1"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
+)
+
+// restList gets one page of resource bundles (up to the maximum page size) from an anonymous server.
+func restList(t *testing.T, s *Server, search string) List[ResourceBundleJSON] {
+	t.Helper()
+	return restPage(t, s, url.Values{"search": {search}, "size": {"1000"}})
+}
+
+func restPage(t *testing.T, s *Server, q url.Values) List[ResourceBundleJSON] {
+	t.Helper()
+	resp, err := http.Get("http://" + s.HTTPAddr() + BasePath + "/resource-bundles?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("list resource bundles: %s", resp.Status)
+	}
+	var list List[ResourceBundleJSON]
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// bundleToWork turns a listed resource bundle back into the ManifestWork a source holds, as
+// docs/server.md describes.
+func bundleToWork(t *testing.T, b ResourceBundleJSON) *workv1.ManifestWork {
+	t.Helper()
+	w := &workv1.ManifestWork{}
+	if err := json.Unmarshal(b.Metadata, &w.ObjectMeta); err != nil {
+		t.Fatal(err)
+	}
+	w.Name, w.Namespace, w.UID, w.Generation = b.Name, b.ConsumerName, kubetypes.UID(b.ID), b.Version
+	for _, m := range b.Manifests {
+		raw, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Spec.Workload.Manifests = append(w.Spec.Workload.Manifests, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}})
+	}
+	if b.DeletedAt != nil {
+		w.DeletionTimestamp = &metav1.Time{Time: *b.DeletedAt}
+		w.Finalizers = []string{workv1.ManifestWorkFinalizer}
+	}
+	if b.Status == nil {
+		return w
+	}
+	raw, err := json.Marshal(b.Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Conditions     []metav1.Condition          `json:"conditions"`
+		ResourceStatus []workv1.ManifestCondition `json:"resourceStatus"`
+		SequenceID     string                      `json:"SequenceID"`
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	w.Status.Conditions, w.Status.ResourceStatus.Manifests = st.Conditions, st.ResourceStatus
+	if w.Annotations == nil {
+		w.Annotations = map[string]string{}
+	}
+	w.Annotations[common.CloudEventsSequenceIDAnnotationKey] = st.SequenceID
+	w.Finalizers = []string{workv1.ManifestWorkFinalizer}
+	return w
+}
+
+func TestRESTListAndConsumers(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions(testDB(t), "one")
+	o.MaxPageSize = 3
+	s := startServer(t, o)
+	var out bytes.Buffer
+	client := ClientOptions{Server: "http://" + s.HTTPAddr()}
+	for _, name := range []string{"cluster1", "cluster2"} {
+		create := &ConsumerCreateOptions{ClientOptions: client, Name: name, Labels: map[string]string{"env": "test"}, Out: &out}
+		if err := create.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := (&ConsumerCreateOptions{ClientOptions: client, Name: "cluster1", Out: &out}).Run(ctx); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("second create: %v", err)
+	}
+	startAgent(t, grpcOptions(s.AgentAddr()), "cluster1")
+	startAgent(t, grpcOptions(s.AgentAddr()), "cluster2")
+	source := startSource(t, grpcOptions(s.SourceAddr()), "hub")
+	applied(t, source, "cluster1", "a1", "a2", "a3", "a4")
+	applied(t, source, "cluster2", "b1")
+
+	page := restPage(t, s, url.Values{"search": {"source = 'hub' and consumer_name = 'cluster1'"}, "size": {"10"}, "page": {"1"}})
+	if page.Kind != "ResourceBundleList" || page.Total != 4 || page.Size != 3 || len(page.Items) != 3 || page.Page != 1 {
+		t.Fatalf("first page (size clamped to 3): kind %s page %d size %d total %d items %d", page.Kind, page.Page, page.Size, page.Total, len(page.Items))
+	}
+	next := restPage(t, s, url.Values{"search": {"consumer_name = 'cluster1'"}, "page": {"2"}, "size": {"3"}})
+	byKeyset := restPage(t, s, url.Values{"search": {"consumer_name = 'cluster1'"}, "after": {page.Items[2].ID}, "size": {"3"}})
+	if len(next.Items) != 1 || len(byKeyset.Items) != 1 || next.Items[0].ID != byKeyset.Items[0].ID {
+		t.Fatalf("second page %d items, keyset page %d items", len(next.Items), len(byKeyset.Items))
+	}
+
+	for _, item := range append(page.Items, next.Items...) {
+		w := bundleToWork(t, item)
+		cached := source.work("cluster1", w.Name)
+		if cached == nil || w.UID != cached.UID || w.Labels["app"] != w.Name || w.Annotations["note"] != "test" {
+			t.Fatalf("work from the list %+v does not match the source's %+v", w.ObjectMeta, cached)
+		}
+		if manifestNames(w) != "cm-"+w.Name || appliedOf(w) != "cm-"+w.Name {
+			t.Fatalf("work %s from the list has manifests %q and status %+v", w.Name, manifestNames(w), w.Status)
+		}
+		if item.Href != BasePath+"/resource-bundles/"+item.ID || item.Version != 1 || item.Status["ObservedVersion"] != float64(1) {
+			t.Fatalf("item %s: href %s version %d status %v", item.ID, item.Href, item.Version, item.Status)
+		}
+	}
+
+	for _, bad := range []string{"source like 'h%'", "labels = 'x'", "source = 'a' or source = 'b'"} {
+		resp, err := http.Get("http://" + s.HTTPAddr() + BasePath + "/resource-bundles?search=" + url.QueryEscape(bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("search %q: %s, want 400", bad, resp.Status)
+		}
+	}
+
+	out.Reset()
+	if err := (&ConsumerListOptions{ClientOptions: client, Out: &out}).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "cluster1") || !strings.Contains(out.String(), "cluster2") {
+		t.Fatalf("consumers list:\n%s", out.String())
+	}
+	if err := (&ConsumerDeleteOptions{ClientOptions: client, Name: "cluster2", Out: &out}).Run(ctx); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("delete of a consumer with works: %v", err)
+	}
+	if err := source.works("cluster2").Delete(ctx, "b1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, "cluster2 to be deletable", func() bool {
+		return (&ConsumerDeleteOptions{ClientOptions: client, Name: "cluster2", Out: &out}).Run(ctx) == nil
+	})
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get("http://" + s.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %s", path, resp.Status)
+		}
+	}
+	if line := scrape(t, s, "argocd_pull_server_connected_agents"); line != "argocd_pull_server_connected_agents "+strconv.Itoa(2) {
+		t.Errorf("connected agents: %q", line)
+	}
+}

@@ -1,0 +1,181 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+
+	pbv1 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc/protobuf/v1"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/types"
+)
+
+func plainClient(t *testing.T, addr string) pbv1.CloudEventServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return pbv1.NewCloudEventServiceClient(conn)
+}
+
+func TestMalformedAndOversizedEvents(t *testing.T) {
+	o := testOptions(testDB(t), "one")
+	o.MaxEventBytes = 64 << 10
+	o.MaxResyncBytes = 1 << 20
+	s := startServer(t, o)
+	createConsumer(t, s, "cluster1")
+	src, agt := plainClient(t, s.SourceAddr()), plainClient(t, s.AgentAddr())
+	rawPublish := func(c pbv1.CloudEventServiceClient, pb *pbv1.CloudEvent) error {
+		_, err := c.Publish(context.Background(), &pbv1.PublishRequest{Event: pb})
+		return err
+	}
+	modified := func(mutate func(e *cloudevents.Event)) *cloudevents.Event {
+		e := specEvt("hub", "cluster1", "r1", 1, types.CreateRequestAction)
+		mutate(e)
+		return e
+	}
+	big := strings.Repeat("x", 100<<10)
+	cases := []struct {
+		name string
+		err  error
+		want codes.Code
+	}{
+		{"no event", rawPublish(src, nil), codes.InvalidArgument},
+		{"unparsable type", rawPublish(src, &pbv1.CloudEvent{Id: "1", Source: "hub", SpecVersion: "1.0", Type: "nonsense"}), codes.InvalidArgument},
+		{"other data type", publish(t, src, modified(func(e *cloudevents.Event) {
+			e.SetType("io.example.things.v1.widgets.spec.create_request")
+		})), codes.InvalidArgument},
+		{"no resource id", publish(t, src, modified(func(e *cloudevents.Event) { e.SetExtension(types.ExtensionResourceID, nil) })), codes.InvalidArgument},
+		{"no cluster name", publish(t, src, modified(func(e *cloudevents.Event) { e.SetExtension(types.ExtensionClusterName, "") })), codes.InvalidArgument},
+		{"bad version", publish(t, src, modified(func(e *cloudevents.Event) { e.SetExtension(types.ExtensionResourceVersion, "many") })), codes.InvalidArgument},
+		{"bad metadata", publish(t, src, modified(func(e *cloudevents.Event) { e.SetExtension(types.ExtensionWorkMeta, "{") })), codes.InvalidArgument},
+		{"data not a bundle", publish(t, src, modified(func(e *cloudevents.Event) { _ = e.SetData(cloudevents.ApplicationJSON, []byte(`[1,2]`)) })), codes.InvalidArgument},
+		{"manifest without name", publish(t, src, modified(func(e *cloudevents.Event) {
+			_ = e.SetData(cloudevents.ApplicationJSON, []byte(`{"manifests":[{"apiVersion":"v1","kind":"ConfigMap"}]}`))
+		})), codes.InvalidArgument},
+		{"unknown action", publish(t, src, modified(func(e *cloudevents.Event) {
+			e.SetType(types.CloudEventsType{CloudEventsDataType: dataType, SubResource: types.SubResourceSpec, Action: "explode"}.String())
+		})), codes.InvalidArgument},
+		{"status on the source endpoint", publish(t, src, statusEvt("cluster1", "r1", 1, "5")), codes.InvalidArgument},
+		{"spec on the agent endpoint", publish(t, agt, specEvt("hub", "cluster1", "r1", 1, types.CreateRequestAction)), codes.InvalidArgument},
+		{"status without sequence id", publish(t, agt, func() *cloudevents.Event {
+			e := statusEvt("cluster1", "r1", 1, "5")
+			e.SetExtension(types.ExtensionStatusUpdateSequenceID, nil)
+			return e
+		}()), codes.InvalidArgument},
+		{"status of an unknown resource", publish(t, agt, statusEvt("cluster1", "nope", 1, "5")), codes.NotFound},
+		{"event over the limit", publish(t, src, modified(func(e *cloudevents.Event) { e.SetExtension("padding", big) })), codes.ResourceExhausted},
+		{"message over the transport limit", publish(t, src, modified(func(e *cloudevents.Event) {
+			e.SetExtension("padding", strings.Repeat("x", 2<<20))
+		})), codes.ResourceExhausted},
+		{"a valid event still works", publish(t, src, specEvt("hub", "cluster1", "r1", 1, types.CreateRequestAction)), codes.OK},
+	}
+	for _, c := range cases {
+		wantCode(t, c.name, c.err, c.want)
+	}
+	if got := scrape(t, s, `argocd_pull_server_events_rejected_total{code="InvalidArgument",endpoint="source"}`); got == "" {
+		t.Error("rejections are not counted")
+	}
+}
+
+// scrape returns the line of /metrics that starts with the series, or "".
+func scrape(t *testing.T, s *Server, series string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + s.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, series+" ") {
+			return line
+		}
+	}
+	return ""
+}
+
+// TestResyncAfterAgentRestart stops the agent while the source updates, creates and deletes works; a new
+// agent with an empty cache gets exactly the current state.
+func TestResyncAfterAgentRestart(t *testing.T) {
+	ctx := context.Background()
+	s := startServer(t, testOptions(testDB(t), "one"))
+	createConsumer(t, s, "cluster1")
+	agent := startAgent(t, grpcOptions(s.AgentAddr()), "cluster1")
+	source := startSource(t, grpcOptions(s.SourceAddr()), "hub")
+	applied(t, source, "cluster1", "keep", "update", "delete")
+
+	agent.cancel()
+	eventually(t, waitTimeout, "the agent to leave", func() bool { return !s.streams.hasAgent("cluster1") })
+	if _, err := source.works("cluster1").Patch(ctx, "update", kubetypes.MergePatchType, manifestsPatch(t, "cm-new"), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := source.works("cluster1").Create(ctx, newWork("cluster1", "create", "cm-create"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, "the source to cache the created work", func() bool { return source.work("cluster1", "create") != nil })
+	if err := source.works("cluster1").Delete(ctx, "delete", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	restarted := startAgent(t, grpcOptions(s.AgentAddr()), "cluster1")
+	eventually(t, waitTimeout, "the statuses of the changes at the source", func() bool {
+		return appliedMessage(source, "cluster1", "update") == "cm-new" && appliedMessage(source, "cluster1", "create") == "cm-create"
+	})
+	eventually(t, waitTimeout, "the deleted work to leave the source", func() bool { return source.work("cluster1", "delete") == nil })
+	eventually(t, waitTimeout, "the deleted work to leave the database", func() bool {
+		_, err := s.store.GetBundle(ctx, string(works2UID("hub", "cluster1", "delete")))
+		return err != nil
+	})
+	if w := restarted.work("keep"); w == nil || manifestNames(w) != "cm-keep" {
+		t.Fatalf("the untouched work at the new agent: %+v", w)
+	}
+}
+
+func TestUndeliveredAndStuckDeletes(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions(testDB(t), "one")
+	o.UndeliveredAfter, o.StuckDeleteAfter, o.SweepInterval = time.Second, time.Second, 200*time.Millisecond
+	s := startServer(t, o)
+	createConsumer(t, s, "cluster1", "cluster2")
+	agent := startAgent(t, grpcOptions(s.AgentAddr()), "cluster1")
+	agent.silent.Store(true)
+	source := startSource(t, grpcOptions(s.SourceAddr()), "hub")
+	eventually(t, waitTimeout, "the agent to subscribe", func() bool { return s.streams.hasAgent("cluster1") })
+	if _, err := source.works("cluster1").Create(ctx, newWork("cluster1", "quiet", "cm-quiet"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, "the spec to be published again", func() bool { return agent.received.Load() >= 2 })
+	agent.silent.Store(false)
+	eventually(t, waitTimeout, "the status to arrive at last", func() bool { return appliedMessage(source, "cluster1", "quiet") == "cm-quiet" })
+
+	// No agent ever connects for cluster2: its deletion cannot complete.
+	if _, err := source.works("cluster2").Create(ctx, newWork("cluster2", "orphan", "cm-orphan"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, "the source to cache the work", func() bool { return source.work("cluster2", "orphan") != nil })
+	if err := source.works("cluster2").Delete(ctx, "orphan", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, "the stuck delete to show", func() bool {
+		return scrape(t, s, "argocd_pull_server_stuck_deletes") == "argocd_pull_server_stuck_deletes 1"
+	})
+	if scrape(t, s, "argocd_pull_server_republished_total") == "argocd_pull_server_republished_total 0" {
+		t.Error("republished specs are not counted")
+	}
+}
