@@ -69,9 +69,9 @@ func bundleToWork(t *testing.T, b ResourceBundleJSON) *workv1.ManifestWork {
 		t.Fatal(err)
 	}
 	var st struct {
-		Conditions     []metav1.Condition          `json:"conditions"`
+		Conditions     []metav1.Condition         `json:"conditions"`
 		ResourceStatus []workv1.ManifestCondition `json:"resourceStatus"`
-		SequenceID     string                      `json:"SequenceID"`
+		SequenceID     string                     `json:"SequenceID"`
 	}
 	if err := json.Unmarshal(raw, &st); err != nil {
 		t.Fatal(err)
