@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/argocd-pull/argocd-pull/internal/application"
+	"github.com/argocd-pull/argocd-pull/internal/appsetreport"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/gitopscluster"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
@@ -52,6 +53,9 @@ type Options struct {
 	GRPC        workclient.GRPCOptions
 	// GitOpsCluster runs the GitOpsCluster controller (it needs the GitOpsCluster CRD on the hub).
 	GitOpsCluster bool
+	// AppSetReport runs the MulticlusterApplicationSetReport controller (it needs the report's CRD on the hub).
+	AppSetReport        bool
+	AppSetReportOptions appsetreport.Options
 
 	// StartedMoreThanOnce lets a process start the controllers several times (tests do): controller-runtime
 	// otherwise refuses a second controller of the same name, for the sake of its metrics.
@@ -75,7 +79,9 @@ func NewOptions() *Options {
 			UnknownClusterRetry:  30 * time.Second,
 			Workers:              16,
 		},
-		GitOpsCluster: true,
+		GitOpsCluster:       true,
+		AppSetReport:        true,
+		AppSetReportOptions: appsetreport.DefaultOptions(),
 		GRPC: workclient.GRPCOptions{
 			SourceID:     "argocd-pull",
 			PublishQPS:   2000,
@@ -102,6 +108,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Application.ApplyTimeout, "apply-timeout", o.Application.ApplyTimeout, "How long a new work may stay unapplied before its Application shows a DeliveryError")
 	fs.IntVar(&o.Application.Workers, "workers", o.Application.Workers, "Concurrent Application reconciles")
 	fs.BoolVar(&o.GitOpsCluster, "gitopscluster", o.GitOpsCluster, "Run the GitOpsCluster controller (needs the GitOpsCluster CRD from config/crd)")
+	fs.BoolVar(&o.AppSetReport, "appset-report", o.AppSetReport, "Keep a MulticlusterApplicationSetReport per ApplicationSet (needs its CRD from config/crd)")
+	o.AppSetReportOptions.AddFlags(fs)
 	fs.StringVar(&o.GRPC.ConfigFile, "grpc-config", o.GRPC.ConfigFile, "sdk-go gRPC client config of the server's source endpoint: url, caFile, clientCertFile, clientKeyFile, token or tokenFile (transport grpc)")
 	fs.StringVar(&o.GRPC.RESTURL, "server-url", o.GRPC.RESTURL, "REST API of the Maestro(-compatible) server, where works are listed after a start (transport grpc)")
 	fs.StringVar(&o.GRPC.SourceID, "source-id", o.GRPC.SourceID, "CloudEvents source ID of this controller (transport grpc)")
@@ -126,6 +134,9 @@ func (o *Options) Validate() error {
 		if o.GRPC.PublishQPS <= 0 || o.GRPC.PublishBurst <= 0 || o.GRPC.PageSize <= 0 {
 			errs = append(errs, errors.New("--publish-qps, --publish-burst and --list-page-size must be positive"))
 		}
+	}
+	if o.AppSetReport {
+		errs = append(errs, o.AppSetReportOptions.Validate())
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
@@ -238,6 +249,12 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controller, error)
 	if o.GitOpsCluster {
 		if err := (&gitopscluster.Reconciler{}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("set up gitopscluster controller: %w", err)
+		}
+	}
+	if o.AppSetReport {
+		report := &appsetreport.Reconciler{Client: mgr.GetClient(), Options: o.AppSetReportOptions}
+		if err := report.SetupWithManager(ctx, mgr); err != nil {
+			return nil, fmt.Errorf("set up appsetreport controller: %w", err)
 		}
 	}
 	return &Controller{Manager: mgr, Works: works}, nil

@@ -1,0 +1,373 @@
+package appsetreport
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
+	"github.com/argocd-pull/argocd-pull/internal/application"
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+)
+
+// Argo CD's sync and health statuses and operation phases the report classifies by.
+const (
+	SyncSynced        = "Synced"
+	HealthHealthy     = "Healthy"
+	HealthProgressing = "Progressing"
+	HealthDegraded    = "Degraded"
+	HealthMissing     = "Missing"
+	StatusUnknown     = "Unknown"
+	PhaseRunning      = "Running"
+	PhaseFailed       = "Failed"
+	PhaseError        = "Error"
+)
+
+// Limits bound the size of a report; see docs/report.md.
+type Limits struct {
+	// MaxClusterConditions is the most entries clusterConditions holds. An ApplicationSet with at most this
+	// many Applications has an entry for each; a larger one only for those that need attention.
+	MaxClusterConditions int
+	// MaxConditions is the most conditions one entry holds (errors first).
+	MaxConditions int
+	// MaxMessageLength is the most bytes of one message.
+	MaxMessageLength int
+	// MaxResources is the most entries resources holds.
+	MaxResources int
+	// MaxBytes bounds the encoded size of the report's statuses; entries are left out, least severe first,
+	// until it fits.
+	MaxBytes int
+}
+
+// DefaultLimits keep a report below a third of the API server's 1.5 MiB object limit.
+func DefaultLimits() Limits {
+	return Limits{MaxClusterConditions: 500, MaxConditions: 5, MaxMessageLength: 256, MaxResources: 500, MaxBytes: 512 << 10}
+}
+
+// Observed is the state of one Application as its status (full, or compacted by the cache) shows it.
+type Observed struct {
+	Namespace string
+	Name      string
+	// AppSet is the name of the ApplicationSet that owns the Application, in its namespace ("" if none).
+	AppSet  string
+	Cluster string
+
+	Sync, Revision                                        string
+	Health, HealthMessage                                 string
+	OperationPhase, OperationStartedAt, OperationMessage string
+	Conditions                                            []v1alpha1.AppCondition
+
+	// ResourceRefs are the encoded identities of the resources the Application deploys, and ResourceCount
+	// their number (see application.CachedResources); only Applications from the controller's cache have them.
+	ResourceRefs  string
+	ResourceCount int
+}
+
+// Observe reads the state of an Application.
+func Observe(app *unstructured.Unstructured) Observed {
+	s := func(path ...string) string {
+		v, _, _ := unstructured.NestedString(app.Object, append([]string{"status"}, path...)...)
+		return v
+	}
+	o := Observed{
+		Namespace: app.GetNamespace(), Name: app.GetName(), AppSet: argocd.OwningAppSet(app), Cluster: argocd.ManagedCluster(app),
+		Sync: s("sync", "status"), Revision: s("sync", "revision"),
+		Health: s("health", "status"), HealthMessage: s("health", "message"),
+		OperationPhase: s("operationState", "phase"), OperationStartedAt: s("operationState", "startedAt"),
+		OperationMessage: s("operationState", "message"),
+		ResourceRefs:     application.CachedResourceRefs(app),
+	}
+	if o.ResourceRefs != "" {
+		_, o.ResourceCount = application.CachedResources(app)
+	}
+	conditions, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
+	for _, c := range conditions {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		typ, _ := m["type"].(string)
+		msg, _ := m["message"].(string)
+		if typ != "" || msg != "" {
+			o.Conditions = append(o.Conditions, v1alpha1.AppCondition{Type: typ, Message: msg})
+		}
+	}
+	return o
+}
+
+// Severity ranks of an Application: errors first, fine last.
+const (
+	severityError = iota
+	severityWarning
+	severityProgressing
+	severityFine
+)
+
+func isError(c v1alpha1.AppCondition) bool { return strings.HasSuffix(c.Type, "Error") }
+
+func (o *Observed) severity() int {
+	failed := o.OperationPhase == PhaseFailed || o.OperationPhase == PhaseError
+	if failed || o.Health == HealthDegraded || o.Health == HealthMissing || slices.ContainsFunc(o.Conditions, isError) {
+		return severityError
+	}
+	if o.Sync != SyncSynced || (o.Health != HealthHealthy && o.Health != HealthProgressing) || len(o.Conditions) > 0 {
+		return severityWarning
+	}
+	if o.Health == HealthProgressing || o.OperationPhase == PhaseRunning {
+		return severityProgressing
+	}
+	return severityFine
+}
+
+// NeedsAttention reports whether the Application is anything but Synced and Healthy without conditions.
+func (o *Observed) NeedsAttention() bool { return o.severity() != severityFine }
+
+// StateMessage says why the Application is not Synced and Healthy, apart from its conditions: the message of a
+// failed sync operation, or of its health when it is not Healthy.
+func (o *Observed) StateMessage() string {
+	if (o.OperationPhase == PhaseFailed || o.OperationPhase == PhaseError) && o.OperationMessage != "" {
+		return o.OperationMessage
+	}
+	if o.Health != HealthHealthy && o.HealthMessage != "" {
+		return o.HealthMessage
+	}
+	return ""
+}
+
+// Message is the one line that best says what is wrong with the Application: its first error condition, else
+// StateMessage, else its first warning.
+func (o *Observed) Message() string {
+	for _, c := range o.Conditions {
+		if isError(c) && c.Message != "" {
+			return c.Message
+		}
+	}
+	if m := o.StateMessage(); m != "" {
+		return m
+	}
+	for _, c := range o.Conditions {
+		if c.Message != "" {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// Counts are the numbers of Applications in each state.
+type Counts struct {
+	Applications, Clusters, Synced, NotSynced, Healthy, NotHealthy, InProgress int
+}
+
+// Count counts Applications the way ACM's report does: by sync status Synced or not, by health status Healthy
+// or not, and Progressing as both notHealthy and inProgress. Clusters counts distinct clusters.
+func Count(apps []Observed) Counts {
+	var c Counts
+	clusters := make(map[string]struct{}, len(apps))
+	for i := range apps {
+		o := &apps[i]
+		c.Applications++
+		if o.Cluster != "" {
+			clusters[o.Cluster] = struct{}{}
+		}
+		if o.Sync == SyncSynced {
+			c.Synced++
+		} else {
+			c.NotSynced++
+		}
+		switch o.Health {
+		case HealthHealthy:
+			c.Healthy++
+		case HealthProgressing:
+			c.InProgress++
+			c.NotHealthy++
+		default:
+			c.NotHealthy++
+		}
+	}
+	c.Clusters = len(clusters)
+	return c
+}
+
+// Summary is the report's summary of the counts.
+func (c Counts) Summary() v1alpha1.ReportSummary {
+	s := v1alpha1.ReportSummary{
+		Synced: strconv.Itoa(c.Synced), NotSynced: strconv.Itoa(c.NotSynced),
+		Healthy: strconv.Itoa(c.Healthy), NotHealthy: strconv.Itoa(c.NotHealthy),
+		InProgress: strconv.Itoa(c.InProgress), Clusters: strconv.Itoa(c.Clusters),
+	}
+	if c.Applications != c.Clusters {
+		s.Applications = strconv.Itoa(c.Applications)
+	}
+	return s
+}
+
+// HostingAppSetLabel is the value of the report's hosting-applicationset label: "<namespace>.<name>" cut to
+// 63 characters, as ACM writes it, and ending in an alphanumeric character as a label value must.
+func HostingAppSetLabel(namespace, name string) string {
+	v := fmt.Sprintf("%.63s", namespace+"."+name)
+	return strings.TrimRightFunc(v, func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9')
+	})
+}
+
+// Build returns the report of an ApplicationSet from the state of its Applications.
+func Build(appSet *metav1.PartialObjectMetadata, apps []Observed, limits Limits) *v1alpha1.MulticlusterApplicationSetReport {
+	report := &v1alpha1.MulticlusterApplicationSetReport{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MulticlusterApplicationSetReport"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: appSet.Namespace,
+			Name:      appSet.Name,
+			Labels:    map[string]string{v1alpha1.LabelHostingAppSet: HostingAppSetLabel(appSet.Namespace, appSet.Name)},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: argocd.ApplicationSetGVK.GroupVersion().String(), Kind: argocd.ApplicationSetGVK.Kind,
+				Name: appSet.Name, UID: appSet.UID,
+			}},
+		},
+	}
+	report.Statuses = Statuses(apps, limits)
+	return report
+}
+
+// Statuses computes a report's statuses: the summary, the resources, and the entries that fit the limits.
+func Statuses(apps []Observed, limits Limits) v1alpha1.AppConditions {
+	out := v1alpha1.AppConditions{Summary: Count(apps).Summary()}
+	out.Resources, out.OmittedResources = resources(apps, limits.MaxResources)
+
+	full := len(apps) <= limits.MaxClusterConditions
+	candidates := make([]*Observed, 0, len(apps))
+	for i := range apps {
+		if full || apps[i].NeedsAttention() {
+			candidates = append(candidates, &apps[i])
+		}
+	}
+	slices.SortFunc(candidates, func(a, b *Observed) int {
+		return cmp.Or(cmp.Compare(a.severity(), b.severity()), cmp.Compare(a.Cluster, b.Cluster),
+			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	budget := limits.MaxBytes - encodedSize(out)
+	for _, o := range candidates {
+		e := entry(o, limits)
+		size := encodedSize(e) + 1
+		if len(out.ClusterConditions) >= limits.MaxClusterConditions || size > budget {
+			if o.NeedsAttention() {
+				out.OmittedClusterConditions++
+			}
+			continue
+		}
+		budget -= size
+		out.ClusterConditions = append(out.ClusterConditions, e)
+	}
+	slices.SortFunc(out.ClusterConditions, func(a, b v1alpha1.ClusterCondition) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.App, b.App))
+	})
+	return out
+}
+
+// entry is the report entry of one Application.
+func entry(o *Observed, limits Limits) v1alpha1.ClusterCondition {
+	e := v1alpha1.ClusterCondition{
+		Cluster:                 o.Cluster,
+		SyncStatus:              cmp.Or(o.Sync, StatusUnknown),
+		HealthStatus:            cmp.Or(o.Health, StatusUnknown),
+		OperationStateStartedAt: o.OperationStartedAt,
+		OperationStatePhase:     o.OperationPhase,
+		SyncRevision:            o.Revision,
+		App:                     o.Namespace + "/" + o.Name + "/" + o.Cluster + "/" + application.WorkName(o.Namespace, o.Name),
+		HubApplication:          o.Name,
+	}
+	conditions := slices.Clone(o.Conditions)
+	slices.SortStableFunc(conditions, func(a, b v1alpha1.AppCondition) int {
+		return -cmp.Compare(boolInt(isError(a)), boolInt(isError(b)))
+	})
+	if len(conditions) > limits.MaxConditions {
+		conditions = conditions[:limits.MaxConditions]
+	}
+	for i := range conditions {
+		conditions[i].Message = Truncate(conditions[i].Message, limits.MaxMessageLength)
+	}
+	if len(conditions) > 0 {
+		e.Conditions = conditions
+	}
+	if m := o.StateMessage(); !slices.ContainsFunc(o.Conditions, func(c v1alpha1.AppCondition) bool { return c.Message == m }) {
+		e.Message = Truncate(m, limits.MaxMessageLength)
+	}
+	return e
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// resources returns the union of the resources the Applications deploy, sorted as ACM sorts them (name, then
+// kind), cut to max, and how many were left out (including those beyond what the cache keeps per Application).
+func resources(apps []Observed, maxResources int) ([]v1alpha1.ResourceRef, int32) {
+	seen := map[string]struct{}{}
+	set := map[v1alpha1.ResourceRef]struct{}{}
+	beyondCache := 0
+	for i := range apps {
+		o := &apps[i]
+		if o.ResourceRefs == "" {
+			continue
+		}
+		if _, ok := seen[o.ResourceRefs]; !ok {
+			seen[o.ResourceRefs] = struct{}{}
+			refs := application.ParseResourceRefs(o.ResourceRefs)
+			for _, r := range refs {
+				apiVersion := r.Version
+				if r.Group != "" {
+					apiVersion = r.Group + "/" + r.Version
+				}
+				set[v1alpha1.ResourceRef{APIVersion: apiVersion, Kind: r.Kind, Name: r.Name, Namespace: r.Namespace}] = struct{}{}
+			}
+			beyondCache = max(beyondCache, o.ResourceCount-len(refs))
+		}
+	}
+	if len(set) == 0 {
+		return nil, int32(beyondCache)
+	}
+	out := make([]v1alpha1.ResourceRef, 0, len(set))
+	for r := range set {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.ResourceRef) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind),
+			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.APIVersion, b.APIVersion))
+	})
+	omitted := beyondCache
+	if len(out) > maxResources {
+		omitted += len(out) - maxResources
+		out = out[:maxResources]
+	}
+	return out, int32(omitted)
+}
+
+// Truncate cuts s to at most n bytes on a rune boundary, ending it with "..." when it was cut.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "..."
+	cut := max(n-len(ellipsis), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}
+
+func encodedSize(v any) int {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return 0
+	}
+	return len(data)
+}

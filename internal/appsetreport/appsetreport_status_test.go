@@ -1,0 +1,401 @@
+package appsetreport
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
+	"github.com/argocd-pull/argocd-pull/internal/application"
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+)
+
+// app is a cached hub Application: owned by ApplicationSet "guestbook", delivered to cluster, with the status
+// compacted as the controller's cache keeps it.
+func app(name, cluster string, status map[string]any) *unstructured.Unstructured {
+	u := argocd.NewApplication()
+	u.SetNamespace("apps")
+	u.SetName(name)
+	u.SetLabels(map[string]string{argocd.LabelPull: "true"})
+	u.SetAnnotations(map[string]string{argocd.AnnotationManagedCluster: cluster})
+	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "guestbook", UID: "u1"}})
+	if status != nil {
+		u.Object["status"] = application.CompactStatus(status)
+	}
+	return u
+}
+
+func status(sync, health string, extra ...func(map[string]any)) map[string]any {
+	s := map[string]any{
+		"sync":   map[string]any{"status": sync, "revision": "r1"},
+		"health": map[string]any{"status": health},
+	}
+	for _, e := range extra {
+		e(s)
+	}
+	return s
+}
+
+func withConditions(conds ...string) func(map[string]any) {
+	return func(s map[string]any) {
+		var list []any
+		for i := 0; i+1 < len(conds); i += 2 {
+			list = append(list, map[string]any{"type": conds[i], "message": conds[i+1], "lastTransitionTime": "2025-01-01T00:00:00Z"})
+		}
+		s["conditions"] = list
+	}
+}
+
+func withOperation(phase, message string) func(map[string]any) {
+	return func(s map[string]any) {
+		s["operationState"] = map[string]any{"phase": phase, "message": message, "startedAt": "2025-01-01T00:00:00Z"}
+	}
+}
+
+func withHealthMessage(m string) func(map[string]any) {
+	return func(s map[string]any) { s["health"].(map[string]any)["message"] = m }
+}
+
+func withResources(names ...string) func(map[string]any) {
+	return func(s map[string]any) {
+		var list []any
+		for _, n := range names {
+			kind, name, _ := strings.Cut(n, "/")
+			list = append(list, map[string]any{"version": "v1", "kind": kind, "namespace": "guestbook", "name": name, "status": "Synced"})
+		}
+		s["resources"] = list
+	}
+}
+
+func observeAll(apps ...*unstructured.Unstructured) []Observed {
+	out := make([]Observed, len(apps))
+	for i, a := range apps {
+		out[i] = Observe(a)
+	}
+	return out
+}
+
+func TestObserve(t *testing.T) {
+	got := Observe(app("guestbook-c1", "c1", status("OutOfSync", "Degraded",
+		withConditions("SyncError", "sync failed", "SharedResourceWarning", "shared"),
+		withOperation("Failed", "one or more objects failed"),
+		withHealthMessage("crash loop"),
+		withResources("ConfigMap/a", "Service/b"))))
+	want := Observed{
+		Namespace: "apps", Name: "guestbook-c1", AppSet: "guestbook", Cluster: "c1",
+		Sync: "OutOfSync", Revision: "r1", Health: "Degraded", HealthMessage: "crash loop",
+		OperationPhase: "Failed", OperationStartedAt: "2025-01-01T00:00:00Z", OperationMessage: "one or more objects failed",
+		Conditions:   []v1alpha1.AppCondition{{Type: "SyncError", Message: "sync failed"}, {Type: "SharedResourceWarning", Message: "shared"}},
+		ResourceRefs: "/v1/ConfigMap/guestbook/a\n/v1/Service/guestbook/b", ResourceCount: 2,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Observe() =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+func TestSeverityAndMessage(t *testing.T) {
+	tests := []struct {
+		name     string
+		status   map[string]any
+		severity int
+		message  string
+	}{
+		{name: "synced healthy", status: status("Synced", "Healthy"), severity: severityFine},
+		{name: "no status yet", status: nil, severity: severityWarning},
+		{name: "out of sync", status: status("OutOfSync", "Healthy"), severity: severityWarning},
+		{name: "progressing", status: status("Synced", "Progressing", withHealthMessage("waiting for rollout")),
+			severity: severityProgressing, message: "waiting for rollout"},
+		{name: "sync running", status: status("Synced", "Healthy", withOperation("Running", "")), severity: severityProgressing},
+		{name: "degraded", status: status("Synced", "Degraded", withHealthMessage("crash loop")), severity: severityError, message: "crash loop"},
+		{name: "missing", status: status("OutOfSync", "Missing"), severity: severityError},
+		{name: "failed sync", status: status("OutOfSync", "Healthy", withOperation("Failed", "hook failed")),
+			severity: severityError, message: "hook failed"},
+		{name: "healthy with a warning", status: status("Synced", "Healthy", withConditions("DeliveryWarning", "feedback too large")),
+			severity: severityWarning, message: "feedback too large"},
+		{name: "error condition before health message",
+			status:   status("Unknown", "Unknown", withConditions("OrphanedResourceWarning", "w", "UnknownClusterError", "cluster c1 not found"), withHealthMessage("h")),
+			severity: severityError, message: "cluster c1 not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Observe(app("a", "c1", tt.status))
+			if got := o.severity(); got != tt.severity {
+				t.Errorf("severity() = %d, want %d", got, tt.severity)
+			}
+			if got := o.Message(); got != tt.message {
+				t.Errorf("Message() = %q, want %q", got, tt.message)
+			}
+			if got := o.NeedsAttention(); got != (tt.severity != severityFine) {
+				t.Errorf("NeedsAttention() = %v", got)
+			}
+		})
+	}
+}
+
+func TestCount(t *testing.T) {
+	apps := observeAll(
+		app("a1", "c1", status("Synced", "Healthy")),
+		app("a2", "c2", status("OutOfSync", "Healthy")),
+		app("a3", "c3", status("Synced", "Progressing")),
+		app("a4", "c4", status("Synced", "Degraded")),
+		app("a5", "c5", nil),
+		app("a6", "c1", status("Synced", "Healthy")), // a second Application on c1
+	)
+	got := Count(apps).Summary()
+	want := v1alpha1.ReportSummary{Clusters: "5", Applications: "6", Synced: "4", NotSynced: "2", Healthy: "3", NotHealthy: "3", InProgress: "1"}
+	if got != want {
+		t.Errorf("Summary() = %+v, want %+v", got, want)
+	}
+	one := Count(apps[:2]).Summary()
+	if one.Applications != "" {
+		t.Errorf("applications = %q, want it left out when it equals clusters", one.Applications)
+	}
+}
+
+func TestStatuses(t *testing.T) {
+	limits := DefaultLimits()
+	limits.MaxClusterConditions = 3
+	long := strings.Repeat("é", 300)
+
+	tests := []struct {
+		name        string
+		apps        []*unstructured.Unstructured
+		limits      Limits
+		wantEntries []string // cluster of each entry, in order
+		wantOmitted int32
+		check       func(t *testing.T, s v1alpha1.AppConditions)
+	}{
+		{
+			name: "small ApplicationSets list every Application, as ACM does",
+			apps: []*unstructured.Unstructured{
+				app("gb-c2", "c2", status("Synced", "Healthy")),
+				app("gb-c1", "c1", status("OutOfSync", "Healthy")),
+			},
+			wantEntries: []string{"c1", "c2"},
+			check: func(t *testing.T, s v1alpha1.AppConditions) {
+				e := s.ClusterConditions[1]
+				want := v1alpha1.ClusterCondition{Cluster: "c2", SyncStatus: "Synced", HealthStatus: "Healthy", SyncRevision: "r1",
+					App: "apps/gb-c2/c2/" + application.WorkName("apps", "gb-c2"), HubApplication: "gb-c2"}
+				if !reflect.DeepEqual(e, want) {
+					t.Errorf("entry = %+v, want %+v", e, want)
+				}
+			},
+		},
+		{
+			name: "large ApplicationSets list only the Applications that need attention",
+			apps: []*unstructured.Unstructured{
+				app("gb-c1", "c1", status("Synced", "Healthy")),
+				app("gb-c2", "c2", status("Synced", "Healthy")),
+				app("gb-c3", "c3", status("Synced", "Healthy")),
+				app("gb-c4", "c4", status("OutOfSync", "Healthy")),
+			},
+			wantEntries: []string{"c4"},
+		},
+		{
+			name: "beyond the limit the most severe are kept and the rest counted",
+			apps: []*unstructured.Unstructured{
+				app("gb-c1", "c1", status("Synced", "Progressing")),
+				app("gb-c2", "c2", status("OutOfSync", "Healthy")),
+				app("gb-c3", "c3", status("Synced", "Degraded")),
+				app("gb-c4", "c4", status("Synced", "Healthy", withConditions("UnknownClusterError", "no such cluster"))),
+				app("gb-c5", "c5", status("OutOfSync", "Healthy")),
+			},
+			wantEntries: []string{"c2", "c3", "c4"},
+			wantOmitted: 2,
+		},
+		{
+			name: "messages and conditions are cut, errors first",
+			apps: []*unstructured.Unstructured{app("gb-c1", "c1", status("OutOfSync", "Degraded",
+				withConditions("W1", "w", "W2", "w", "W3", "w", "W4", "w", "W5", "w", "ComparisonError", long),
+				withHealthMessage(strings.Repeat("ü", 300))))},
+			wantEntries: []string{"c1"},
+			check: func(t *testing.T, s v1alpha1.AppConditions) {
+				e := s.ClusterConditions[0]
+				if len(e.Conditions) != limits.MaxConditions || e.Conditions[0].Type != "ComparisonError" {
+					t.Errorf("conditions = %+v, want %d with the error first", e.Conditions, limits.MaxConditions)
+				}
+				for _, m := range []string{e.Conditions[0].Message, e.Message} {
+					if len(m) > limits.MaxMessageLength || !strings.HasSuffix(m, "...") {
+						t.Errorf("message of %d bytes not cut to %d: %q", len(m), limits.MaxMessageLength, m)
+					}
+				}
+			},
+		},
+		{
+			name: "a message already in a condition is not repeated",
+			apps: []*unstructured.Unstructured{app("gb-c1", "c1", status("OutOfSync", "Healthy",
+				withOperation("Failed", "boom"), withConditions("SyncError", "boom")))},
+			wantEntries: []string{"c1"},
+			check: func(t *testing.T, s v1alpha1.AppConditions) {
+				if m := s.ClusterConditions[0].Message; m != "" {
+					t.Errorf("message = %q, want none", m)
+				}
+			},
+		},
+		{
+			name: "resources are the union, deduplicated and sorted",
+			apps: []*unstructured.Unstructured{
+				app("gb-c1", "c1", status("Synced", "Healthy", withResources("Service/web", "ConfigMap/config"))),
+				app("gb-c2", "c2", status("Synced", "Healthy", withResources("Service/web", "ConfigMap/config"))),
+				app("gb-c3", "c3", status("Synced", "Healthy", withResources("ConfigMap/extra"))),
+			},
+			wantEntries: []string{"c1", "c2", "c3"},
+			limits:      Limits{MaxClusterConditions: 10, MaxConditions: 5, MaxMessageLength: 256, MaxResources: 2, MaxBytes: 1 << 20},
+			check: func(t *testing.T, s v1alpha1.AppConditions) {
+				want := []v1alpha1.ResourceRef{
+					{APIVersion: "v1", Kind: "ConfigMap", Name: "config", Namespace: "guestbook"},
+					{APIVersion: "v1", Kind: "ConfigMap", Name: "extra", Namespace: "guestbook"},
+				}
+				if !reflect.DeepEqual(s.Resources, want) || s.OmittedResources != 1 {
+					t.Errorf("resources = %+v (omitted %d), want %+v (omitted 1)", s.Resources, s.OmittedResources, want)
+				}
+			},
+		},
+		{
+			name: "the byte budget leaves entries out",
+			apps: []*unstructured.Unstructured{
+				app("gb-c1", "c1", status("OutOfSync", "Healthy", withConditions("SharedResourceWarning", long))),
+				app("gb-c2", "c2", status("OutOfSync", "Degraded", withConditions("SyncError", long))),
+			},
+			limits:      Limits{MaxClusterConditions: 10, MaxConditions: 5, MaxMessageLength: 1000, MaxResources: 10, MaxBytes: 1200},
+			wantEntries: []string{"c2"},
+			wantOmitted: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := limits
+			if tt.limits != (Limits{}) {
+				l = tt.limits
+			}
+			s := Statuses(observeAll(tt.apps...), l)
+			var clusters []string
+			for _, e := range s.ClusterConditions {
+				clusters = append(clusters, e.Cluster)
+			}
+			if !reflect.DeepEqual(clusters, tt.wantEntries) {
+				t.Errorf("entries for clusters %v, want %v", clusters, tt.wantEntries)
+			}
+			if s.OmittedClusterConditions != tt.wantOmitted {
+				t.Errorf("omittedClusterConditions = %d, want %d", s.OmittedClusterConditions, tt.wantOmitted)
+			}
+			if tt.check != nil {
+				tt.check(t, s)
+			}
+		})
+	}
+}
+
+// TestReportSizeAt3000Clusters builds the report of an ApplicationSet delivered to 3,000 clusters, with
+// failures on some, and checks it stays far below the API server's object size limit (1.5 MiB).
+func TestReportSizeAt3000Clusters(t *testing.T) {
+	const clusters = 3000
+	const apiServerLimit = 3 << 19 // 1.5 MiB
+	longMessage := "rpc error: code = Unknown desc = " + strings.Repeat("Deployment.apps \"web\" is invalid: spec.template.spec.containers[0].image: Required value; ", 40)
+	resources := make([]string, 25)
+	for i := range resources {
+		resources[i] = fmt.Sprintf("ConfigMap/config-%02d", i)
+	}
+
+	tests := []struct {
+		name         string
+		failing      int // clusters with a failed sync, a Degraded health and two long error conditions
+		outOfSync    int // clusters OutOfSync with a warning
+		progressing  int
+		wantEntries  int
+		wantOmitted  int32
+		maxSizeBytes int
+	}{
+		{name: "all synced and healthy", wantEntries: 0, maxSizeBytes: 8 << 10},
+		{name: "1% failing", failing: 30, wantEntries: 30, maxSizeBytes: 64 << 10},
+		{name: "10% failing, 5% out of sync, 5% progressing", failing: 300, outOfSync: 150, progressing: 150,
+			wantEntries: 500, wantOmitted: 100, maxSizeBytes: 512<<10 + 4<<10},
+		{name: "every cluster failing", failing: clusters, wantEntries: 500, wantOmitted: 2500, maxSizeBytes: 512<<10 + 4<<10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			apps := make([]*unstructured.Unstructured, clusters)
+			for i := range apps {
+				cluster := fmt.Sprintf("cluster-%04d", i)
+				var s map[string]any
+				switch {
+				case i < tt.failing:
+					s = status("OutOfSync", "Degraded", withOperation("Failed", longMessage), withHealthMessage(longMessage),
+						withConditions("SyncError", longMessage, "ComparisonError", longMessage))
+				case i < tt.failing+tt.outOfSync:
+					s = status("OutOfSync", "Healthy", withConditions("SharedResourceWarning", "ConfigMap/config-00 is part of applications a and b"))
+				case i < tt.failing+tt.outOfSync+tt.progressing:
+					s = status("Synced", "Progressing", withHealthMessage("Waiting for rollout to finish: 1 of 3 updated replicas are available..."))
+				default:
+					s = status("Synced", "Healthy")
+				}
+				withResources(resources...)(s)
+				apps[i] = app("guestbook-"+cluster, cluster, s)
+			}
+			appSet := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "guestbook", UID: types.UID("u1")}}
+			report := Build(appSet, observeAll(apps...), DefaultLimits())
+			data, err := json.Marshal(report)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d clusters, %d failing: report of %d bytes (%.1f%% of the API server's limit), %d entries, %d omitted, %d resources",
+				clusters, tt.failing, len(data), 100*float64(len(data))/apiServerLimit, len(report.Statuses.ClusterConditions),
+				report.Statuses.OmittedClusterConditions, len(report.Statuses.Resources))
+			if len(data) > tt.maxSizeBytes {
+				t.Errorf("report is %d bytes, want at most %d", len(data), tt.maxSizeBytes)
+			}
+			if got := len(report.Statuses.ClusterConditions); got != tt.wantEntries {
+				t.Errorf("%d entries, want %d", got, tt.wantEntries)
+			}
+			if report.Statuses.OmittedClusterConditions != tt.wantOmitted {
+				t.Errorf("omitted %d, want %d", report.Statuses.OmittedClusterConditions, tt.wantOmitted)
+			}
+			if report.Statuses.Summary.Clusters != "3000" || len(report.Statuses.Resources) != len(resources) {
+				t.Errorf("summary %+v, %d resources", report.Statuses.Summary, len(report.Statuses.Resources))
+			}
+			for _, e := range report.Statuses.ClusterConditions[:min(len(report.Statuses.ClusterConditions), tt.failing)] {
+				if e.HealthStatus != "Degraded" {
+					t.Errorf("entry %s is %s; the failing clusters must come first", e.Cluster, e.HealthStatus)
+					break
+				}
+			}
+		})
+	}
+}
+
+func TestHostingAppSetLabel(t *testing.T) {
+	tests := []struct{ namespace, name, want string }{
+		{"apps", "guestbook", "apps.guestbook"},
+		{"a-very-long-namespace-name-for-applications", "guestbook-applicationset-x", "a-very-long-namespace-name-for-applications.guestbook-applicati"},
+		{"a-very-long-namespace-name-for-applications", "guestbook-applica--x", "a-very-long-namespace-name-for-applications.guestbook-applica"},
+	}
+	for _, tt := range tests {
+		if got := HostingAppSetLabel(tt.namespace, tt.name); got != tt.want {
+			t.Errorf("HostingAppSetLabel(%q, %q) = %q, want %q", tt.namespace, tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	tests := []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly-10", 10, "exactly-10"},
+		{"a longer message", 10, "a longe..."},
+		{"ééééé", 8, "éé..."},
+	}
+	for _, tt := range tests {
+		if got := Truncate(tt.s, tt.n); got != tt.want {
+			t.Errorf("Truncate(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
+		}
+	}
+}
