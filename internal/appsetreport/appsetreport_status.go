@@ -59,10 +59,10 @@ type Observed struct {
 	AppSet  string
 	Cluster string
 
-	Sync, Revision                                        string
-	Health, HealthMessage                                 string
+	Sync, Revision                                       string
+	Health, HealthMessage                                string
 	OperationPhase, OperationStartedAt, OperationMessage string
-	Conditions                                            []v1alpha1.AppCondition
+	Conditions                                           []v1alpha1.AppCondition
 
 	// ResourceRefs are the encoded identities of the resources the Application deploys, and ResourceCount
 	// their number (see application.CachedResources); only Applications from the controller's cache have them.
