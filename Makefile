@@ -34,6 +34,10 @@ $(BIN)/kube-controller-manager: hack/kubernetes/go.mod hack/kubernetes/go.sum
 	@echo "==> building kube-controller-manager (hack/kubernetes)"
 	cd hack/kubernetes && go build -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 
+$(BIN)/kubectl: hack/kubernetes/go.mod hack/kubernetes/go.sum
+	@echo "==> building kubectl (hack/kubernetes)"
+	cd hack/kubernetes && go build -o $@ k8s.io/kubernetes/cmd/kubectl
+
 ARGOCD_ROLES := argocd-application-controller argocd-repo-server argocd-applicationset-controller argocd-server
 
 .PHONY: argocd-bins
@@ -62,6 +66,16 @@ build: ## Build bin/argocd-pull
 .PHONY: test
 test: setup build ## Run every test (unit, apiserver, PostgreSQL, end to end)
 	go test $(GO_TEST_FLAGS) $(PKGS)
+
+DEMO_DIR ?= $(CURDIR)/.demo
+
+.PHONY: demo
+demo: setup build $(BIN)/kubectl ## Bring a whole fleet up on loopback, run an ApplicationSet through it, leave it running
+	$(BIN)/argocd-pull demo --detach --dir $(DEMO_DIR)
+
+.PHONY: demo-down
+demo-down: ## Stop the fleet of make demo
+	@if [ -x $(BIN)/argocd-pull ]; then $(BIN)/argocd-pull demo down --dir $(DEMO_DIR); else echo "no demo"; fi
 
 .PHONY: lint
 lint: $(BIN)/golangci-lint ## Run golangci-lint

@@ -14,7 +14,9 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/agent"
 	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"github.com/argocd-pull/argocd-pull/internal/demo"
 	"github.com/argocd-pull/argocd-pull/internal/server"
+	"github.com/argocd-pull/argocd-pull/internal/sim"
 )
 
 // runnable is what every subcommand's options type provides.
@@ -63,7 +65,9 @@ func subcommands() []*cobra.Command {
 	return []*cobra.Command{
 		command("controller", "Run the hub controllers: deliver pull-model Applications and bring their status back", controller.NewOptions()),
 		command("agent", "Run the work agent of one managed cluster", agent.NewOptions()),
+		demoCommand(),
 		serverCommand(),
+		command("sim", "Run a fleet of simulated managed clusters (agents with a simulated Argo CD) for scale tests", sim.NewOptions()),
 	}
 }
 
@@ -77,5 +81,12 @@ func serverCommand() *cobra.Command {
 		command("delete", "Delete a consumer that has no works", &server.ConsumerDeleteOptions{}),
 	)
 	cmd.AddCommand(command("migrate", "Apply the database migrations and exit", &server.MigrateOptions{}), consumers)
+	return cmd
+}
+
+// demoCommand is `argocd-pull demo` and `argocd-pull demo down`.
+func demoCommand() *cobra.Command {
+	cmd := command("demo", "Bring a whole fleet up on loopback and run an ApplicationSet through it", demo.NewOptions())
+	cmd.AddCommand(command("down", "Stop a demo started with --detach", &demo.DownOptions{}))
 	return cmd
 }

@@ -179,6 +179,10 @@ func TestStatusFromFeedback(t *testing.T) {
 		}
 		return nil
 	})
+	// The hub status was written twice; the work, whose Application did not change, never was.
+	if w, err := getWork(c, cluster, ns, "status"); err != nil || w.Generation != 1 {
+		t.Fatalf("work generation = %d (%v): status writes on the hub changed the work", w.Generation, err)
+	}
 }
 
 // TestRefreshAndOperation: a refresh annotation and a sync operation set on the hub reach the managed

@@ -19,6 +19,9 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 )
 
+// annotationPrefix is the prefix of argocd-pull's own annotations.
+const annotationPrefix = "argocd-pull.io/"
+
 // Annotations argocd-pull sets on the works it writes.
 const (
 	// AnnotationSpecHash holds a hash of everything argocd-pull puts in a work, so that an unchanged work is
@@ -222,7 +225,8 @@ func spokeApplication(app *unstructured.Unstructured, spokeNS string) (*unstruct
 	}
 	kept := map[string]string{}
 	for k, v := range annotations {
-		if !drop[k] {
+		// argocd-pull's own annotations are about the hub copy (the cache's status hash among them).
+		if !drop[k] && !strings.HasPrefix(k, annotationPrefix) {
 			kept[k] = v
 		}
 	}

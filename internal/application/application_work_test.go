@@ -262,9 +262,12 @@ func TestBuildWorkIsDeterministic(t *testing.T) {
 	if a.Annotations[AnnotationSpecHash] == c.Annotations[AnnotationSpecHash] {
 		t.Error("changed spec, same hash")
 	}
-	// A status change alone must not change the work.
+	// A status change alone must not change the work, not even through the cache's status hash annotation.
 	d, err := BuildWork(hubApp(func(u *unstructured.Unstructured) {
 		u.Object["status"] = map[string]any{"sync": map[string]any{"status": "OutOfSync"}}
+		a := u.GetAnnotations()
+		a[AnnotationCachedStatusHash] = "0123"
+		u.SetAnnotations(a)
 	}), BuildOptions{Cluster: "c", SpokeArgoCDNamespace: "argocd"})
 	if err != nil {
 		t.Fatal(err)

@@ -158,6 +158,9 @@ func (f *Fleet) startServer(ctx context.Context) error {
 	if err := os.WriteFile(tokenFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write token file: %w", err)
 	}
+	if err := os.WriteFile(filepath.Join(f.Dir, "pki", "admin.token"), []byte(f.AdminToken), 0o600); err != nil {
+		return fmt.Errorf("write admin token: %w", err)
+	}
 	ports, err := testenv.FreePorts(3)
 	if err != nil {
 		return err

@@ -1,0 +1,223 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"github.com/argocd-pull/argocd-pull/internal/fleet"
+	"github.com/argocd-pull/argocd-pull/internal/testenv"
+)
+
+// sampleAppSet is the ApplicationSet the demo runs; REPO_URL is replaced with the fleet's git repository.
+const sampleAppSet = "config/samples/guestbook-applicationset.yaml"
+
+// guestbook is the content of the sample git repository.
+var guestbook = map[string]string{
+	"guestbook/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: guestbook-ui\ndata:\n  color: blue\n  replicas: \"1\"\n",
+}
+
+// runSample pushes the sample repository, applies the sample ApplicationSet on the hub and shows the
+// Applications it generates until every one is Synced and Healthy.
+func (o *Options) runSample(ctx context.Context, f *fleet.Fleet) error {
+	o.printf("==> pushing the guestbook repository to the git server (%s)\n", f.Git.URL("guestbook"))
+	if err := f.Git.Commit(ctx, "guestbook", "guestbook", guestbook); err != nil {
+		return err
+	}
+	appset, err := loadAppSet(f.Git.URL("guestbook"))
+	if err != nil {
+		return err
+	}
+	hub, err := client.NewWithWatch(f.Env.Hub.Config(), client.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		return fmt.Errorf("hub client: %w", err)
+	}
+	o.printf("==> applying the ApplicationSet %s/%s on the hub (%s)\n", appset.GetNamespace(), appset.GetName(), sampleAppSet)
+	if err := hub.Create(ctx, appset); err != nil {
+		return fmt.Errorf("create applicationset: %w", err)
+	}
+	o.printf("==> Applications on the hub, as the managed clusters report them:\n")
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	return o.watchUntilHealthy(ctx, hub, len(f.Clusters))
+}
+
+func loadAppSet(repoURL string) (*unstructured.Unstructured, error) {
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(root, sampleAppSet)) //nolint:gosec // the repository's sample
+	if err != nil {
+		return nil, fmt.Errorf("read sample applicationset: %w", err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(strings.ReplaceAll(string(data), "REPO_URL", repoURL)), &u.Object); err != nil {
+		return nil, fmt.Errorf("decode sample applicationset: %w", err)
+	}
+	return u, nil
+}
+
+// watchUntilHealthy prints the table of pull-model Applications each time it changes, until there are want
+// Applications and all are Synced and Healthy.
+func (o *Options) watchUntilHealthy(ctx context.Context, hub client.WithWatch, want int) error {
+	for {
+		list := argocd.NewApplicationList()
+		if err := hub.List(ctx, list, client.InNamespace(fleet.ArgoCDNamespace), client.MatchingLabels{argocd.LabelPull: "true"}); err != nil {
+			return fmt.Errorf("list applications: %w", err)
+		}
+		apps := map[string]*unstructured.Unstructured{}
+		for i := range list.Items {
+			apps[list.Items[i].GetName()] = &list.Items[i]
+		}
+		w, err := hub.Watch(ctx, argocd.NewApplicationList(), client.InNamespace(fleet.ArgoCDNamespace),
+			client.MatchingLabels{argocd.LabelPull: "true"})
+		if err != nil {
+			return fmt.Errorf("watch applications: %w", err)
+		}
+		done, err := o.follow(ctx, w, apps, want)
+		w.Stop()
+		if done || err != nil {
+			return err
+		}
+	}
+}
+
+// follow consumes a watch; it returns true when every Application is Synced and Healthy, false when the
+// watch ended and must be started again. The table is printed when it changed, at most once a second, and
+// once more at the end.
+func (o *Options) follow(ctx context.Context, w watch.Interface, apps map[string]*unstructured.Unstructured, want int) (bool, error) {
+	last, pending := "", false
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	show := func(force bool) bool {
+		table, healthy := render(apps)
+		done := healthy && len(apps) >= want
+		switch {
+		case table == last:
+			pending = false
+		case force || done:
+			o.printf("%s\n%s\n", time.Now().Format("15:04:05"), table)
+			last, pending = table, false
+		default:
+			pending = true
+		}
+		return done
+	}
+	if show(true) {
+		return true, nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("not every Application was Synced and Healthy in time: %w", ctx.Err())
+		case <-tick.C:
+			if pending {
+				show(true)
+			}
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return false, nil
+			}
+			app, isApp := ev.Object.(*unstructured.Unstructured)
+			if !isApp {
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				delete(apps, app.GetName())
+			} else {
+				apps[app.GetName()] = app
+			}
+			if show(false) {
+				return true, nil
+			}
+		}
+	}
+}
+
+// render returns the table of Applications and whether all are Synced and Healthy.
+func render(apps map[string]*unstructured.Unstructured) (string, bool) {
+	names := make([]string, 0, len(apps))
+	for n := range apps {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "CLUSTER\tAPPLICATION\tSYNC\tHEALTH\tMESSAGE")
+	healthy := len(apps) > 0
+	for _, n := range names {
+		app := apps[n]
+		sync, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
+		health, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
+		healthy = healthy && sync == "Synced" && health == "Healthy"
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", argocd.ManagedCluster(app), n, orDash(sync), orDash(health), message(app))
+	}
+	_ = tw.Flush()
+	return b.String(), healthy
+}
+
+// message is the first condition of an Application, or its operation's message.
+func message(app *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok {
+			return truncate(fmt.Sprintf("%v: %v", m["type"], m["message"]), 90)
+		}
+	}
+	msg, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "message")
+	return truncate(msg, 90)
+}
+
+func truncate(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n-3] + "..."
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printInstructions says how to look at the running fleet and how to stop it.
+func (o *Options) printInstructions(f *fleet.Fleet) {
+	self, _ := os.Executable()
+	kubectl, err := testenv.Binary("kubectl")
+	if err != nil {
+		kubectl = "kubectl"
+	}
+	o.printf("%s State, kubeconfigs and logs are in %s.\n\n", readyMarker, o.Dir)
+	o.printf("Look at it from the hub:\n")
+	o.printf("  %s --kubeconfig %s get applications -A\n", kubectl, f.Env.Hub.Kubeconfig)
+	o.printf("  %s status --kubeconfig %s\n", self, f.Env.Hub.Kubeconfig)
+	o.printf("  %s --kubeconfig %s get applicationsets,gitopsclusters,placementdecisions -n argocd\n", kubectl, f.Env.Hub.Kubeconfig)
+	o.printf("and on a managed cluster:\n")
+	o.printf("  %s --kubeconfig %s get applications -n argocd\n", kubectl, f.Env.Cluster(f.Clusters[0]).Kubeconfig)
+	o.printf("  %s --kubeconfig %s get configmaps -n guestbook\n", kubectl, f.Env.Cluster(f.Clusters[0]).Kubeconfig)
+	if f.Transport == fleet.TransportGRPC {
+		o.printf("argocd-pull server (Maestro-compatible REST API and metrics, admin token in %s):\n", filepath.Join(o.Dir, "pki", "admin.token"))
+		o.printf("  curl -s --cacert %s https://%s/metrics | grep ^argocd_pull\n", filepath.Join(o.Dir, "pki", "ca.crt"), f.Server.HTTP)
+		o.printf("  curl -s --cacert %s -H \"Authorization: Bearer $(cat %s)\" https://%s/api/maestro/v1/consumers\n",
+			filepath.Join(o.Dir, "pki", "ca.crt"), filepath.Join(o.Dir, "pki", "admin.token"), f.Server.HTTP)
+	}
+	o.printf("Hub controller metrics: curl -s http://%s/metrics\n", f.ControllerMetrics)
+	o.printf("Logs of every process: %s\n\n", filepath.Join(o.Dir, "logs"))
+	o.printf("Stop it with `make demo-down` (or Ctrl-C when it runs in the foreground).\n")
+}

@@ -1,0 +1,38 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDemo runs `argocd-pull demo` as `make demo` does (detached, one managed cluster to keep it short): it
+// returns once every Application is Synced and Healthy, leaves the fleet running, and `demo down` stops it.
+func TestDemo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, "demo", "--detach", "--dir", dir, "--clusters", "1").CombinedOutput() //nolint:gosec // our binary
+	t.Cleanup(func() {
+		_ = exec.Command(binary, "demo", "down", "--dir", dir).Run() //nolint:gosec // our binary
+	})
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	for _, want := range []string{"cluster1-guestbook  Synced  Healthy", "The fleet is running.", "get applications -A", "make demo-down"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	// Still running: a second demo in the same directory is refused.
+	if again, err := exec.CommandContext(ctx, binary, "demo", "--dir", dir).CombinedOutput(); err == nil || !strings.Contains(string(again), "already running") { //nolint:gosec // our binary
+		t.Errorf("second demo: %v\n%s", err, again)
+	}
+	down, err := exec.CommandContext(ctx, binary, "demo", "down", "--dir", dir).CombinedOutput() //nolint:gosec // our binary
+	if err != nil || !strings.Contains(string(down), "demo stopped") {
+		t.Fatalf("demo down: %v\n%s", err, down)
+	}
+}
