@@ -1,0 +1,254 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	workclientset "open-cluster-management.io/api/client/work/clientset/versioned"
+	workv1client "open-cluster-management.io/api/client/work/clientset/versioned/typed/work/v1"
+	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
+	workv1 "open-cluster-management.io/api/work/v1"
+	clientoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/options"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work"
+	agentcodec "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/agent/codec"
+	workstore "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/store"
+	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
+)
+
+// transport is where the simulated clusters get their works from and write their status to.
+type transport interface {
+	// start connects every cluster and reports each change of a work with f.enqueue.
+	start(ctx context.Context, f *Fleet) error
+	// get returns a cluster's work from the transport's cache. The object is shared: never modify it.
+	get(c *cluster, name string) (*workv1.ManifestWork, bool)
+	// client is the cluster's ManifestWork client, for status and finalizer patches.
+	client(c *cluster) workv1client.ManifestWorkInterface
+	// takesWorks reports whether the agent marks a work it takes with its finalizer (kube); over gRPC a
+	// deletion always comes with the finalizer.
+	takesWorks() bool
+	// connected counts the connected clusters.
+	connected() int
+	stop()
+}
+
+// grpcTransport runs one unmodified sdk-go agent client per simulated cluster, each on its own connection.
+type grpcTransport struct {
+	template *grpcoptions.GRPCOptions
+	parallel int
+	clients  []workv1client.ManifestWorkInterface
+	dialers  []*grpcoptions.GRPCDialer
+	up       atomic.Int64
+}
+
+func newGRPCTransport(template *grpcoptions.GRPCOptions, parallel int) *grpcTransport {
+	return &grpcTransport{template: template, parallel: parallel}
+}
+
+func (t *grpcTransport) start(ctx context.Context, f *Fleet) error {
+	t.clients = make([]workv1client.ManifestWorkInterface, len(f.clusters))
+	t.dialers = make([]*grpcoptions.GRPCDialer, len(f.clusters))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(t.parallel)
+	for _, c := range f.clusters {
+		g.Go(func() error { return t.connect(gctx, ctx, f, c) })
+	}
+	return g.Wait()
+}
+
+// connect starts a cluster's agent client, retrying for a while, and reads its work events. Its goroutines
+// live with runCtx; connectCtx bounds the attempts.
+func (t *grpcTransport) connect(connectCtx, runCtx context.Context, f *Fleet, c *cluster) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		if err = t.connectOnce(runCtx, f, c); err == nil {
+			t.up.Add(1)
+			return nil
+		}
+		if attempt >= 10 {
+			return fmt.Errorf("connect simulated cluster %s: %w", c.name, err)
+		}
+		select {
+		case <-connectCtx.Done():
+			return connectCtx.Err()
+		case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
+		}
+	}
+}
+
+func (t *grpcTransport) connectOnce(ctx context.Context, f *Fleet, c *cluster) error {
+	d := t.template.Dialer
+	dialer := &grpcoptions.GRPCDialer{URL: d.URL, KeepAliveOptions: d.KeepAliveOptions, TLSConfig: d.TLSConfig, Token: d.Token}
+	opts := &grpcoptions.GRPCOptions{Dialer: dialer, ServerHealthinessTimeout: t.template.ServerHealthinessTimeout}
+	clientOpts := clientoptions.NewGenericClientOptions(opts, agentcodec.NewManifestBundleCodec(), c.name+"-work-agent").
+		WithClientWatcherStore(workstore.NewAgentInformerWatcherStore()).
+		WithClusterName(c.name)
+	cctx, cancel := context.WithCancel(ctx)
+	holder, err := work.NewAgentClientHolder(cctx, clientOpts)
+	if err != nil {
+		cancel()
+		_ = dialer.Close()
+		return err
+	}
+	works := holder.ManifestWorks(c.name)
+	// sdk-go's agent store hands every change to this watch and waits until it is read.
+	w, err := works.Watch(cctx, metav1.ListOptions{})
+	if err != nil {
+		cancel()
+		_ = dialer.Close()
+		return err
+	}
+	t.clients[c.index], t.dialers[c.index] = works, dialer
+	f.wg.Go(func() {
+		defer cancel()
+		readEvents(cctx, w, func(name string) { f.enqueue(c.index, name) })
+	})
+	return nil
+}
+
+// readEvents reports the works of a watch until ctx ends.
+func readEvents(ctx context.Context, w watch.Interface, changed func(name string)) {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+			if work, isWork := ev.Object.(*workv1.ManifestWork); isWork && ev.Type != watch.Bookmark {
+				changed(work.Name)
+			}
+		}
+	}
+}
+
+func (t *grpcTransport) get(c *cluster, name string) (*workv1.ManifestWork, bool) {
+	client := t.clients[c.index]
+	if client == nil {
+		return nil, false
+	}
+	w, err := client.Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil, false
+	}
+	return w, true
+}
+
+func (t *grpcTransport) client(c *cluster) workv1client.ManifestWorkInterface {
+	return t.clients[c.index]
+}
+
+func (t *grpcTransport) takesWorks() bool { return false }
+
+func (t *grpcTransport) connected() int { return int(t.up.Load()) }
+
+func (t *grpcTransport) stop() {
+	for _, d := range t.dialers {
+		if d != nil {
+			_ = d.Close()
+		}
+	}
+}
+
+// kubeTransport is the basic model: one informer of the ManifestWorks on the hub, shared by every simulated
+// cluster, and one client writing their status as each cluster's work agent would.
+type kubeTransport struct {
+	config    *rest.Config
+	clientset workclientset.Interface
+	informer  cache.SharedIndexInformer
+	synced    atomic.Bool
+	clusters  int
+	cancel    context.CancelFunc
+	done      sync.WaitGroup
+}
+
+func newKubeTransport(cfg *rest.Config) *kubeTransport {
+	return &kubeTransport{config: cfg}
+}
+
+func (t *kubeTransport) start(ctx context.Context, f *Fleet) error {
+	cs, err := workclientset.NewForConfig(t.config)
+	if err != nil {
+		return fmt.Errorf("hub work client: %w", err)
+	}
+	t.clientset = cs
+	t.clusters = len(f.clusters)
+	t.informer = workinformers.NewSharedInformerFactory(cs, 0).Work().V1().ManifestWorks().Informer()
+	// Only what the agent reads is kept.
+	if err := t.informer.SetTransform(func(obj any) (any, error) {
+		if w, ok := obj.(*workv1.ManifestWork); ok {
+			w.ManagedFields = nil
+		}
+		return obj, nil
+	}); err != nil {
+		return fmt.Errorf("set informer transform: %w", err)
+	}
+	changed := func(obj any) {
+		k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+		if err != nil {
+			return
+		}
+		ns, name, found := strings.Cut(k, "/")
+		if !found {
+			return
+		}
+		if i, ok := f.byName[ns]; ok {
+			f.enqueue(i, name)
+		}
+	}
+	if _, err := t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    changed,
+		UpdateFunc: func(_, obj any) { changed(obj) },
+		DeleteFunc: changed,
+	}); err != nil {
+		return fmt.Errorf("watch manifestworks: %w", err)
+	}
+	ictx, cancel := context.WithCancel(ctx)
+	t.cancel = cancel
+	t.done.Go(func() { t.informer.Run(ictx.Done()) })
+	if !cache.WaitForCacheSync(ctx.Done(), t.informer.HasSynced) {
+		return errors.New("the hub's manifestworks did not sync")
+	}
+	t.synced.Store(true)
+	return nil
+}
+
+func (t *kubeTransport) get(c *cluster, name string) (*workv1.ManifestWork, bool) {
+	obj, ok, err := t.informer.GetIndexer().GetByKey(c.name + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	w, ok := obj.(*workv1.ManifestWork)
+	return w, ok
+}
+
+func (t *kubeTransport) client(c *cluster) workv1client.ManifestWorkInterface {
+	return t.clientset.WorkV1().ManifestWorks(c.name)
+}
+
+func (t *kubeTransport) takesWorks() bool { return true }
+
+func (t *kubeTransport) connected() int {
+	if t.synced.Load() {
+		return t.clusters
+	}
+	return 0
+}
+
+func (t *kubeTransport) stop() {
+	if t.cancel != nil {
+		t.cancel()
+	}
+	t.done.Wait()
+}
