@@ -87,7 +87,7 @@ func (o *Options) foreground(ctx context.Context) error {
 	if err := os.RemoveAll(o.Dir); err != nil {
 		return fmt.Errorf("clear %s: %w", o.Dir, err)
 	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
 		return fmt.Errorf("create %s: %w", o.Dir, err)
 	}
 	if err := os.WriteFile(pidFile(o.Dir), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil { //nolint:gosec // a pid file

@@ -21,7 +21,7 @@ func (o *Options) detach(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("find own binary: %w", err)
 	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
 		return fmt.Errorf("create %s: %w", o.Dir, err)
 	}
 	logPath := filepath.Join(filepath.Dir(o.Dir), filepath.Base(o.Dir)+".log")

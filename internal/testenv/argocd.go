@@ -104,7 +104,7 @@ func StartArgoCD(ctx context.Context, c *Cluster, o ArgoCDOptions) (_ *ArgoCD, e
 		return nil, err
 	}
 	scratch := filepath.Join(o.Dir, "tmp")
-	if err := os.MkdirAll(scratch, 0o755); err != nil {
+	if err := os.MkdirAll(scratch, 0o750); err != nil {
 		return nil, fmt.Errorf("create argocd scratch dir: %w", err)
 	}
 	redisAddr := "127.0.0.1:" + strconv.Itoa(redisPort)
@@ -229,7 +229,7 @@ func namespacedKubeconfig(c *Cluster, namespace, path string) (string, error) {
 	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
 	kc.Contexts[c.Name] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: "admin", Namespace: namespace}
 	kc.CurrentContext = c.Name
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return "", fmt.Errorf("create kubeconfig dir: %w", err)
 	}
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -69,7 +68,7 @@ func TestArgoCD(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal(fmt.Sprintf("not synced: sync=%q health=%q configmap=%v status=%v", sync, health, cmErr, got.Object["status"]))
+			t.Fatalf("not synced: sync=%q health=%q configmap=%v status=%v", sync, health, cmErr, got.Object["status"])
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -59,7 +59,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		}
 	}()
 
-	if err := os.MkdirAll(filepath.Join(env.Dir, "logs"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(env.Dir, "logs"), 0o750); err != nil {
 		return nil, fmt.Errorf("create log dir: %w", err)
 	}
 	if opts.ControllerLog {

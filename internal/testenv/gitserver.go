@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/cgi"
+	"net/http/cgi" //nolint:gosec // httpoxy (CVE-2016-5386) was fixed in Go 1.6.3; this serves loopback git for tests
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,14 +32,14 @@ func StartGitServer(dir string) (*GitServer, error) {
 		return nil, fmt.Errorf("git-http-backend not found (Debian package git): %w", err)
 	}
 	root := filepath.Join(dir, "repos")
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	if err := os.MkdirAll(root, 0o750); err != nil {
 		return nil, fmt.Errorf("create git root: %w", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listen for git server: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o750); err != nil {
 		return nil, fmt.Errorf("create log dir: %w", err)
 	}
 	logFile, err := os.OpenFile(filepath.Join(dir, "logs", "git-server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) //nolint:gosec // our own log
@@ -77,7 +77,7 @@ func (g *GitServer) Commit(ctx context.Context, repo, message string, files map[
 	}
 	for name, content := range files {
 		path := filepath.Join(work, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return fmt.Errorf("create dir for %s: %w", name, err)
 		}
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil { //nolint:gosec // test repository content

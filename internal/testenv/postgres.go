@@ -48,7 +48,7 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o750); err != nil {
 		return nil, fmt.Errorf("create postgres dir: %w", err)
 	}
 	if err := os.Chmod(dir, 0o755); err != nil { //nolint:gosec // the server user must reach its socket dir

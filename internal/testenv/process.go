@@ -38,10 +38,10 @@ type ProcessSpec struct {
 
 // StartProcess starts the process described by spec.
 func StartProcess(spec ProcessSpec) (*Process, error) {
-	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o750); err != nil {
 		return nil, fmt.Errorf("create log dir for %s: %w", spec.Name, err)
 	}
-	logFile, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open log for %s: %w", spec.Name, err)
 	}
