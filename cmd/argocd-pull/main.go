@@ -17,6 +17,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/demo"
 	"github.com/argocd-pull/argocd-pull/internal/server"
 	"github.com/argocd-pull/argocd-pull/internal/sim"
+	"github.com/argocd-pull/argocd-pull/internal/status"
 )
 
 // runnable is what every subcommand's options type provides.
@@ -65,6 +66,7 @@ func subcommands() []*cobra.Command {
 	return []*cobra.Command{
 		command("controller", "Run the hub controllers: deliver pull-model Applications and bring their status back", controller.NewOptions()),
 		command("agent", "Run the work agent of one managed cluster", agent.NewOptions()),
+		command("status", "Show the fleet from the hub: each ApplicationSet's counts, each Application's cluster, sync, health and message", status.NewOptions()),
 		demoCommand(),
 		serverCommand(),
 		command("sim", "Run a fleet of simulated managed clusters (agents with a simulated Argo CD) for scale tests", sim.NewOptions()),
