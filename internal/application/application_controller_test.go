@@ -303,6 +303,42 @@ func TestDelete(t *testing.T) {
 	})
 }
 
+// TestAdoptsExistingWork: a work the earlier OCM pull controller wrote for an Application (its own name,
+// the pull label and the hub Application annotations) is taken over, not duplicated.
+func TestAdoptsExistingWork(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	ctx := context.Background()
+	old := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
+		Namespace: cluster, Name: "legacy-3f2a1",
+		Labels:      map[string]string{argocd.LabelPull: "true"},
+		Annotations: map[string]string{argocd.AnnotationHubAppNamespace: ns, argocd.AnnotationHubAppName: "legacy"},
+	}}
+	old.Spec.Workload.Manifests = []workv1.Manifest{{RawExtension: runtimeConfigMap()}}
+	if err := c.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	startController(t)
+	createApp(t, c, newApp(ns, "legacy", cluster))
+	eventually(t, "existing work taken over", func() error {
+		w := &workv1.ManifestWork{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(old), w); err != nil {
+			return err
+		}
+		if w.Annotations[application.AnnotationSpecHash] == "" || payloadApp(t, w).GetName() != "legacy" {
+			return errors.New("not taken over yet")
+		}
+		return nil
+	})
+	works := &workv1.ManifestWorkList{}
+	if err := c.List(ctx, works, client.InNamespace(cluster)); err != nil {
+		t.Fatal(err)
+	}
+	if len(works.Items) != 1 {
+		t.Fatalf("%d works for one Application", len(works.Items))
+	}
+}
+
 // TestDeleteReleasesArgoCDFinalizers: an ApplicationSet-owned Application with Argo CD's resources finalizer
 // (which the hub's Argo CD never processes for a skip-reconcile Application) is released once its work is gone.
 func TestDeleteReleasesArgoCDFinalizers(t *testing.T) {

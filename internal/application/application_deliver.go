@@ -94,7 +94,10 @@ func (r *Reconciler) validate(ctx context.Context, s *state) (ctrl.Result, error
 
 // deliver builds the work and applies it when it differs from the one that exists.
 func (r *Reconciler) deliver(ctx context.Context, s *state) (ctrl.Result, error) {
-	name := WorkName(s.app.GetNamespace(), s.app.GetName())
+	name, err := r.workName(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	existing, err := r.Works.Get(ctx, s.cluster, name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("get work %s/%s: %w", s.cluster, name, err)
@@ -104,6 +107,7 @@ func (r *Reconciler) deliver(ctx context.Context, s *state) (ctrl.Result, error)
 	}
 	desired, err := BuildWork(s.app, BuildOptions{
 		Cluster:              s.cluster,
+		WorkName:             name,
 		SpokeArgoCDNamespace: r.Options.SpokeArgoCDNamespace,
 		AppProject:           s.project,
 		OperationBaseline:    operationBaseline(s.app, s.work),
@@ -139,6 +143,22 @@ func (r *Reconciler) deliver(ctx context.Context, s *state) (ctrl.Result, error)
 	r.expected.written(key, desired.Annotations[AnnotationSpecHash], r.clock())
 	log.FromContext(ctx).V(1).Info("Applied work", "work", klog.KObj(desired))
 	return ctrl.Result{}, nil
+}
+
+// workName is the name of the Application's work in its cluster: the work it already has there (possibly
+// written by the earlier OCM pull controller, which named works <application>-<uid prefix>), else WorkName.
+// Taking over the existing work updates the managed cluster's Application in place instead of deleting it.
+func (r *Reconciler) workName(ctx context.Context, s *state) (string, error) {
+	works, err := r.Works.ListForApplication(ctx, s.app.GetNamespace(), s.app.GetName())
+	if err != nil {
+		return "", err
+	}
+	for _, w := range works {
+		if w.Namespace == s.cluster && w.DeletionTimestamp.IsZero() {
+			return w.Name, nil
+		}
+	}
+	return WorkName(s.app.GetNamespace(), s.app.GetName()), nil
 }
 
 // removeStaleWorks deletes the works the Application has in other clusters (it moved to another cluster).

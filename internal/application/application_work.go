@@ -41,6 +41,9 @@ const MaxWorkBytes = 512 * 1024
 type BuildOptions struct {
 	// Cluster is the managed cluster (the namespace of the work on the hub).
 	Cluster string
+	// WorkName overrides the work's name: an existing work of the Application, for example one written by the
+	// earlier OCM pull controller, is taken over under its own name.
+	WorkName string
 	// SpokeArgoCDNamespace is the namespace Argo CD runs in on the managed clusters. An Application delivered
 	// to another namespace is preceded by that Namespace; a non-default AppProject is delivered into it.
 	SpokeArgoCDNamespace string
@@ -119,10 +122,14 @@ func BuildWork(app *unstructured.Unstructured, opts BuildOptions) (*workv1.Manif
 	}
 	manifests = append(manifests, manifest(payload))
 
+	name := opts.WorkName
+	if name == "" {
+		name = WorkName(app.GetNamespace(), app.GetName())
+	}
 	work := &workv1.ManifestWork{
 		TypeMeta: metav1.TypeMeta{APIVersion: workv1.GroupVersion.String(), Kind: "ManifestWork"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        WorkName(app.GetNamespace(), app.GetName()),
+			Name:        name,
 			Namespace:   opts.Cluster,
 			Labels:      map[string]string{argocd.LabelPull: "true"},
 			Annotations: map[string]string{argocd.AnnotationHubAppNamespace: app.GetNamespace(), argocd.AnnotationHubAppName: app.GetName()},
