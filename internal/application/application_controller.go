@@ -71,11 +71,12 @@ type Reconciler struct {
 	expected expectations
 }
 
-// +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch;update
+// +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=argoproj.io,resources=appprojects,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.open-cluster-management.io,resources=managedclusters;placementdecisions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=work.open-cluster-management.io,resources=manifestworks,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // SetupWithManager registers the reconciler and its watches.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
