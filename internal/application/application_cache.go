@@ -146,11 +146,15 @@ func CachedResources(app *unstructured.Unstructured) ([]ResourceRef, int) {
 	return out, int(count)
 }
 
-// CachedResourceRefs returns the encoded resource identities of a cached Application (see CompactStatus);
-// Applications that deploy the same resources return the same string.
-func CachedResourceRefs(app *unstructured.Unstructured) string {
-	refs, _, _ := unstructured.NestedString(app.Object, "status", compactResourcesKey)
-	return refs
+// CachedResourceRefs returns the encoded resource identities of a cached Application (see CompactStatus;
+// Applications that deploy the same resources return the same string, to decode with ParseResourceRefs), and
+// the number of resources its status listed when the cache kept only the first MaxCachedResources (0 when it
+// kept them all).
+func CachedResourceRefs(app *unstructured.Unstructured) (string, int) {
+	status, _ := app.Object["status"].(map[string]any)
+	refs, _ := status[compactResourcesKey].(string)
+	count, _ := status[compactResourceCountKey].(int64)
+	return refs, int(count)
 }
 
 // ParseResourceRefs decodes the resource identities CachedResourceRefs returns.

@@ -3,6 +3,7 @@ package application
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -149,5 +150,44 @@ func TestInternTableIsBounded(t *testing.T) {
 		if table.bytes > 10 {
 			t.Fatalf("table holds %d bytes, limit 10", table.bytes)
 		}
+	}
+}
+
+// BenchmarkCompactStatusMemory reports the heap an Application's cached status costs, without resources and
+// with the 20 resources that every Application of an ApplicationSet deploys (their identities are shared).
+func BenchmarkCompactStatusMemory(b *testing.B) {
+	resources := make([]any, 20)
+	for i := range resources {
+		resources[i] = resource("apps", "v1", "Deployment", "guestbook", fmt.Sprintf("web-%02d", i))
+	}
+	for _, n := range []int{0, 20} {
+		b.Run(fmt.Sprintf("resources=%d", n), func(b *testing.B) {
+			status := func() map[string]any {
+				s := map[string]any{
+					"sync":   map[string]any{"status": "Synced", "revision": "9f8e7d6c5b4a39281706f5e4d3c2b1a098765432"},
+					"health": map[string]any{"status": "Healthy"},
+				}
+				if n > 0 {
+					s["resources"] = resources[:n]
+				}
+				return s
+			}
+			const apps = 10000
+			var kept []map[string]any
+			var before, after runtime.MemStats
+			for b.Loop() {
+				kept = nil
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				kept = make([]map[string]any, apps)
+				for i := range kept {
+					kept[i] = CompactStatus(status())
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+			}
+			runtime.KeepAlive(kept)
+			b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/apps, "heap-bytes/app")
+		})
 	}
 }

@@ -65,29 +65,29 @@ type Observed struct {
 	Conditions                                           []v1alpha1.AppCondition
 
 	// ResourceRefs are the encoded identities of the resources the Application deploys, and ResourceCount
-	// their number (see application.CachedResources); only Applications from the controller's cache have them.
+	// their number when the cache kept only some (see application.CachedResourceRefs); only Applications from
+	// the controller's cache have them.
 	ResourceRefs  string
 	ResourceCount int
 }
 
 // Observe reads the state of an Application.
 func Observe(app *unstructured.Unstructured) Observed {
-	s := func(path ...string) string {
-		v, _, _ := unstructured.NestedString(app.Object, append([]string{"status"}, path...)...)
+	status, _ := app.Object["status"].(map[string]any)
+	s := func(field, key string) string {
+		m, _ := status[field].(map[string]any)
+		v, _ := m[key].(string)
 		return v
 	}
 	o := Observed{
-		Namespace: app.GetNamespace(), Name: app.GetName(), AppSet: argocd.OwningAppSet(app), Cluster: argocd.ManagedCluster(app),
+		Namespace: app.GetNamespace(), Name: app.GetName(), AppSet: owningAppSet(app), Cluster: managedCluster(app),
 		Sync: s("sync", "status"), Revision: s("sync", "revision"),
 		Health: s("health", "status"), HealthMessage: s("health", "message"),
 		OperationPhase: s("operationState", "phase"), OperationStartedAt: s("operationState", "startedAt"),
 		OperationMessage: s("operationState", "message"),
-		ResourceRefs:     application.CachedResourceRefs(app),
 	}
-	if o.ResourceRefs != "" {
-		_, o.ResourceCount = application.CachedResources(app)
-	}
-	conditions, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
+	o.ResourceRefs, o.ResourceCount = application.CachedResourceRefs(app)
+	conditions, _ := status["conditions"].([]any)
 	for _, c := range conditions {
 		m, ok := c.(map[string]any)
 		if !ok {
@@ -100,6 +100,29 @@ func Observe(app *unstructured.Unstructured) Observed {
 		}
 	}
 	return o
+}
+
+// owningAppSet is argocd.OwningAppSet without decoding every owner reference (Observe runs for each of
+// thousands of cached Applications per evaluation).
+func owningAppSet(app *unstructured.Unstructured) string {
+	refs, _, _ := unstructured.NestedFieldNoCopy(app.Object, "metadata", "ownerReferences")
+	list, _ := refs.([]any)
+	for _, r := range list {
+		m, _ := r.(map[string]any)
+		apiVersion, _ := m["apiVersion"].(string)
+		if m["kind"] == argocd.ApplicationSetGVK.Kind && strings.HasPrefix(apiVersion, argocd.Group+"/") {
+			name, _ := m["name"].(string)
+			return name
+		}
+	}
+	return ""
+}
+
+// managedCluster is argocd.ManagedCluster without copying the annotations.
+func managedCluster(app *unstructured.Unstructured) string {
+	v, _, _ := unstructured.NestedFieldNoCopy(app.Object, "metadata", "annotations", argocd.AnnotationManagedCluster)
+	s, _ := v.(string)
+	return strings.TrimSpace(s)
 }
 
 // Severity ranks of an Application: errors first, fine last.
