@@ -240,9 +240,10 @@ type app struct {
 	health          healthCode
 	healthSince     int64
 	errorSince      int64
-	reconciledAt    int64
-	op              *operation
-	history         []deployment
+	// changedAt is when the status last changed (unix nanoseconds); status.reconciledAt shows it.
+	changedAt int64
+	op        *operation
+	history   []deployment
 	// due is when the running operation completes (unix nanoseconds; 0: nothing scheduled).
 	due int64
 }
@@ -258,7 +259,7 @@ func (c *ArgoConfig) apply(a *app, m *manifestApp, now time.Time, delay time.Dur
 	changedTarget := a.name == "" || string(a.source) != string(m.source) || string(a.destination) != string(m.destination)
 	a.name, a.namespace, a.hash = m.name, m.namespace, m.hash
 	a.source, a.destination, a.chart, a.prune = m.source, m.destination, m.chart, m.prune
-	a.reconciledAt = now.Unix()
+	a.changedAt = now.UnixNano()
 	invalid := c.InvalidRepo != nil && c.InvalidRepo.MatchString(m.repoURL)
 	switch {
 	case invalid:
@@ -316,11 +317,12 @@ func (a *app) advance(now time.Time) bool {
 	if a.due == 0 || now.UnixNano() < a.due || a.op == nil || a.op.phase != PhaseRunning {
 		return false
 	}
+	// The sync completed when it was due; the status shows it from then.
+	a.changedAt = a.due
 	a.due = 0
 	a.op.phase, a.op.message, a.op.finishedAt = PhaseSucceeded, messageSucceeded, now.Unix()
 	a.sync = syncSynced
 	a.setHealth(healthHealthy, now)
-	a.reconciledAt = now.Unix()
 	id := int64(0)
 	if n := len(a.history); n > 0 {
 		id = a.history[n-1].id + 1
@@ -341,7 +343,7 @@ func (a *app) settled() bool {
 // flip changes a settled Application's health (Healthy ↔ Degraded) or, with sync set, its sync status
 // (Synced ↔ OutOfSync), as drift on the cluster would.
 func (a *app) flip(sync bool, now time.Time) {
-	a.reconciledAt = now.Unix()
+	a.changedAt = now.UnixNano()
 	if sync {
 		if a.sync == syncSynced {
 			a.sync = syncOutOfSync

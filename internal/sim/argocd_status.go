@@ -20,7 +20,7 @@ func (c *ArgoConfig) status(a *app) map[string]any {
 		"sourceHydrator":       map[string]any{},
 		"resourceHealthSource": "appTree",
 		"controllerNamespace":  controllerNamespace,
-		"reconciledAt":         timestamp(a.reconciledAt),
+		"reconciledAt":         timestamp(a.changedAt / int64(time.Second)),
 	}
 	if a.invalid {
 		st["conditions"] = []any{map[string]any{

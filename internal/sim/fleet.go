@@ -76,6 +76,9 @@ type Event struct {
 	Health string
 	// At is when it happened: for a status, when the agent client had sent it.
 	At time.Time
+	// ChangedAt, for a status, is when the Application's status changed on the simulated cluster (a sync
+	// completing, churn, Flip): the start of its way to the hub.
+	ChangedAt time.Time
 }
 
 // Hooks are called synchronously by the fleet's workers; they must return quickly and must not wait on the
@@ -466,6 +469,9 @@ func (f *Fleet) churnLoop(ctx context.Context) {
 		case <-f.churnChanged:
 			continue
 		case now := <-t.C:
+			if rate = math.Float64frombits(f.churn.Load()); rate <= 0 {
+				continue
+			}
 			owed += rate * now.Sub(last).Seconds()
 			last = now
 			for ; owed >= 1; owed-- {

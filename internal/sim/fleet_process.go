@@ -159,11 +159,11 @@ func (f *Fleet) reportStatus(ctx context.Context, c *cluster, w *workv1.Manifest
 	sw := c.works[w.Name]
 	var obj *unstructured.Unstructured
 	var seq uint32
-	var due int64
+	var due, changed int64
 	if sw != nil && sw.hasApp {
 		sw.app.advance(now)
 		obj = f.applicationObject(&sw.app)
-		seq, due = sw.seq, sw.app.due
+		seq, due, changed = sw.seq, sw.app.due, sw.app.changedAt
 	}
 	c.mu.Unlock()
 	if due > 0 {
@@ -181,6 +181,7 @@ func (f *Fleet) reportStatus(ctx context.Context, c *cluster, w *workv1.Manifest
 	ev := Event{Cluster: c.name, Work: w.Name, HubNamespace: w.Annotations[argocd.AnnotationHubAppNamespace],
 		HubName: w.Annotations[argocd.AnnotationHubAppName], Generation: w.Generation, At: time.Now()}
 	if obj != nil {
+		ev.ChangedAt = time.Unix(0, changed)
 		ev.Sync, _, _ = unstructured.NestedString(obj.Object, "status", "sync", "status")
 		ev.Health, _, _ = unstructured.NestedString(obj.Object, "status", "health", "status")
 	}

@@ -1,0 +1,6 @@
+//go:build race
+
+package sim
+
+// raceEnabled reports a -race build, whose memory figures mean nothing.
+const raceEnabled = true
