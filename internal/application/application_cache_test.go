@@ -173,20 +173,18 @@ func BenchmarkCompactStatusMemory(b *testing.B) {
 				return s
 			}
 			const apps = 10000
-			var kept []map[string]any
 			var before, after runtime.MemStats
 			for b.Loop() {
-				kept = nil
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				kept = make([]map[string]any, apps)
+				kept := make([]map[string]any, apps)
 				for i := range kept {
 					kept[i] = CompactStatus(status())
 				}
 				runtime.GC()
 				runtime.ReadMemStats(&after)
+				runtime.KeepAlive(kept)
 			}
-			runtime.KeepAlive(kept)
 			b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/apps, "heap-bytes/app")
 		})
 	}
