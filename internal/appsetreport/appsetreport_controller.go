@@ -96,14 +96,18 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=argoproj.io,resources=applicationsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch
 
-// SetupWithManager registers the reconciler and its watches. The manager's cache must hold Applications as
-// application.CacheOptions sets them up.
+// SetupWithManager registers the reconciler and its watches; an unset interval or unset limits take the
+// defaults. The manager's cache must hold Applications as application.CacheOptions sets them up.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
 	}
-	if r.Options == (Options{}) {
-		r.Options = DefaultOptions()
+	defaults := DefaultOptions()
+	if r.Options.Interval == 0 {
+		r.Options.Interval = defaults.Interval
+	}
+	if r.Options.Limits == (Limits{}) {
+		r.Options.Limits = defaults.Limits
 	}
 	if err := r.Options.Validate(); err != nil {
 		return err

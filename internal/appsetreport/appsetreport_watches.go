@@ -103,12 +103,11 @@ func (r *Reconciler) selfHandler() handler.EventHandler {
 	}
 }
 
-// appSetChanged passes ApplicationSet updates that can change whether it has a report: a new UID for the same
-// name aside (a create event), only the start of its deletion.
+// appSetChanged passes the ApplicationSet updates that can change its report: the start of its deletion (its
+// status, which the ApplicationSet controller updates often, does not matter to the report).
 func appSetChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() ||
-			e.ObjectOld.GetUID() != e.ObjectNew.GetUID()
+		return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
 	}}
 }
 
