@@ -88,12 +88,23 @@ func (e *agentEndpoint) resyncSpecs(ctx context.Context, evt *cloudevents.Event,
 	for !e.broker.IsConsumerSubscribed(cluster) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
+	if err := e.answerSpecResync(ctx, held.Versions, cluster); err != nil {
+		// sdk-go's agent does not send a failed resync again; it resyncs when it subscribes again.
+		n := e.s.streams.resetAgents([]string{cluster}, errMissedChanges)
+		klog.FromContext(ctx).Info("Could not answer a spec resync; reset the agent's subscriptions", "consumer", cluster,
+			"subscriptions", n, "err", err)
+		return err
+	}
+	return nil
+}
+
+func (e *agentEndpoint) answerSpecResync(ctx context.Context, held []payload.ResourceVersion, cluster string) error {
 	current, err := e.service.List(ctx, types.ListOptions{ClusterName: cluster, CloudEventsDataType: dataType})
 	if err != nil {
 		return storeStatus(err)
 	}
 	e.s.metrics.resyncs.WithLabelValues(endpointAgent).Inc()
-	for _, out := range resyncAnswer(held.Versions, current, cluster) {
+	for _, out := range resyncAnswer(held, current, cluster) {
 		out.SetType(types.CloudEventsType{CloudEventsDataType: dataType, SubResource: types.SubResourceSpec,
 			Action: types.ResyncResponseAction}.String())
 		if err := e.broker.HandleEvent(ctx, out); err != nil {
@@ -154,7 +165,7 @@ func (e *agentEndpoint) subscribe(req *pbv1.SubscriptionRequest, stream pbv1.Clo
 	defer cancel(nil)
 	untrack := e.s.streams.track(cancel)
 	defer untrack()
-	removeAgent := e.s.streams.addAgent(cluster)
+	removeAgent := e.s.streams.addAgent(cluster, cancel)
 	defer removeAgent()
 	e.s.metrics.connectedAgents.Inc()
 	defer e.s.metrics.connectedAgents.Dec()

@@ -26,6 +26,11 @@ var errFeedInterrupted = status.Error(codes.Unavailable, "the server's event fee
 // errShuttingDown ends every subscription when the server stops.
 var errShuttingDown = status.Error(codes.Unavailable, "the server is shutting down; resubscribe to another instance")
 
+// errMissedChanges ends the subscriptions that may have missed a change: the server could not load a change
+// another instance committed, or could not answer a client's resync. sdk-go's clients do not send a failed
+// resync again, but they resync after every subscription.
+var errMissedChanges = status.Error(codes.Unavailable, "the server may have missed changes for this subscription; resubscribe to resync")
+
 // sourceSub is one open source subscription.
 type sourceSub struct {
 	source string
@@ -33,29 +38,40 @@ type sourceSub struct {
 	cancel context.CancelCauseFunc
 }
 
-// streams tracks the open subscriptions of this instance: source subscriptions by source ID, and the
-// cancel functions of all streams, so that they can be reset together.
+// agentSub is one open agent subscription.
+type agentSub struct {
+	consumer string
+	cancel   context.CancelCauseFunc
+}
+
+// streams tracks the open subscriptions of this instance: source subscriptions by source ID, agent
+// subscriptions by consumer, and the cancel functions of all streams, so that they can be reset.
 type streams struct {
 	mu      sync.RWMutex
 	sources map[string]map[*sourceSub]struct{}
-	agents  map[string]int
+	agents  map[string]map[*agentSub]struct{}
 	cancels map[*context.CancelCauseFunc]struct{}
 }
 
 func newStreams() *streams {
-	return &streams{sources: map[string]map[*sourceSub]struct{}{}, agents: map[string]int{},
+	return &streams{sources: map[string]map[*sourceSub]struct{}{}, agents: map[string]map[*agentSub]struct{}{},
 		cancels: map[*context.CancelCauseFunc]struct{}{}}
 }
 
-// addAgent counts an agent subscription of a consumer until the returned function is called.
-func (s *streams) addAgent(consumer string) func() {
+// addAgent registers an agent subscription of a consumer until the returned function is called.
+func (s *streams) addAgent(consumer string, cancel context.CancelCauseFunc) func() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.agents[consumer]++
+	sub := &agentSub{consumer: consumer, cancel: cancel}
+	if s.agents[consumer] == nil {
+		s.agents[consumer] = map[*agentSub]struct{}{}
+	}
+	s.agents[consumer][sub] = struct{}{}
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.agents[consumer]--; s.agents[consumer] <= 0 {
+		delete(s.agents[consumer], sub)
+		if len(s.agents[consumer]) == 0 {
 			delete(s.agents, consumer)
 		}
 	}
@@ -64,7 +80,7 @@ func (s *streams) addAgent(consumer string) func() {
 func (s *streams) hasAgent(consumer string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.agents[consumer] > 0
+	return len(s.agents[consumer]) > 0
 }
 
 // track registers a stream's cancel function until the returned function is called.
@@ -88,6 +104,34 @@ func (s *streams) resetAll(cause error) int {
 		(*cancel)(cause)
 	}
 	return len(s.cancels)
+}
+
+// resetAgents ends the subscriptions of the consumers' agents with cause.
+func (s *streams) resetAgents(consumers []string, cause error) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for _, c := range consumers {
+		for sub := range s.agents[c] {
+			sub.cancel(cause)
+			n++
+		}
+	}
+	return n
+}
+
+// resetSources ends the subscriptions of the sources with cause.
+func (s *streams) resetSources(sources []string, cause error) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for _, src := range sources {
+		for sub := range s.sources[src] {
+			sub.cancel(cause)
+			n++
+		}
+	}
+	return n
 }
 
 func (s *streams) addSource(sub *sourceSub) {
@@ -212,24 +256,30 @@ func (d *dispatcher) deliver(ctx context.Context, sub *sourceSub, pb *pbv1.Cloud
 	}
 }
 
-// notifications handles changes committed by other instances.
+// notifications handles changes committed by other instances. A change that cannot be loaded ends the
+// subscriptions it was meant for, so that their clients resync instead of missing it.
 func (d *dispatcher) notifications(ctx context.Context, st store.Store, notes []store.Notification) {
-	var specIDs, statusIDs []string
+	var specIDs, statusIDs, consumers, sources []string
 	for _, n := range notes {
 		switch {
 		case n.Kind == store.KindSpec && d.streams.hasAgent(n.Consumer):
-			specIDs = append(specIDs, n.ID)
+			specIDs, consumers = append(specIDs, n.ID), append(consumers, n.Consumer)
 		case n.Kind == store.KindStatus && d.streams.hasSource(n.Source):
-			statusIDs = append(statusIDs, n.ID)
+			statusIDs, sources = append(statusIDs, n.ID), append(sources, n.Source)
 		case n.Kind == store.KindRemoved && d.streams.hasSource(n.Source):
 			d.status(ctx, n.Source, removedEvent(n))
 		}
 	}
+	logger := klog.FromContext(ctx)
 	if err := d.loadSpecs(ctx, st, specIDs); err != nil {
-		klog.FromContext(ctx).Error(err, "Failed to load specs another instance committed")
+		n := d.streams.resetAgents(consumers, errMissedChanges)
+		d.metrics.streamResets.Inc()
+		logger.Error(err, "Failed to load specs another instance committed; reset their agents' subscriptions", "subscriptions", n)
 	}
 	if err := d.loadStatuses(ctx, st, statusIDs); err != nil {
-		klog.FromContext(ctx).Error(err, "Failed to load statuses another instance committed")
+		n := d.streams.resetSources(sources, errMissedChanges)
+		d.metrics.streamResets.Inc()
+		logger.Error(err, "Failed to load statuses another instance committed; reset their sources' subscriptions", "subscriptions", n)
 	}
 }
 

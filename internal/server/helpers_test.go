@@ -21,18 +21,17 @@ import (
 	"k8s.io/klog/v2"
 
 	workv1client "open-cluster-management.io/api/client/work/clientset/versioned/typed/work/v1"
-	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
 	clientoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/options"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/utils"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work"
-	agentcodec "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/agent/codec"
 	sourcecodec "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/source/codec"
 	workstore "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/store"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/clients"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
 
+	"github.com/argocd-pull/argocd-pull/internal/server/internal/testclients"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 )
 
@@ -165,135 +164,36 @@ func (s *testSource) work(cluster, name string) *workv1.ManifestWork {
 	return obj.(*workv1.ManifestWork)
 }
 
-// testAgent is an unmodified sdk-go agent client playing a work agent: it reports every spec it receives
-// as applied, with the work's generation and the names of its manifests in the Applied condition. It
-// polls the client's store through one namespaced client: sdk-go's client holder sets the namespace of a
-// shared client on every ManifestWorks call, which is not safe from several goroutines.
+// testAgent is an unmodified sdk-go agent client playing a work agent in the test process (see
+// testclients.Agent). Tests whose agent reconnects run it out of process instead (startRemoteAgent).
 type testAgent struct {
-	cluster string
-	holder  *work.ClientHolder
-	client  workv1client.ManifestWorkInterface
-	silent  atomic.Bool
-	cancel  context.CancelFunc
-	// received counts spec deliveries: changes of the store's resource version of the agent's works.
-	received atomic.Int64
+	*testclients.Agent
+	cancel context.CancelFunc
 }
 
 func startAgent(t testing.TB, config any, cluster string) *testAgent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(1)))
 	t.Cleanup(cancel)
-	opt := clientoptions.NewGenericClientOptions(config, agentcodec.NewManifestBundleCodec(), cluster+"-agent").
-		WithClientWatcherStore(workstore.NewAgentInformerWatcherStore()).
-		WithClusterName(cluster)
-	holder, err := work.NewAgentClientHolder(ctx, opt)
+	a, err := testclients.StartAgent(ctx, config, cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// sdk-go's agent store hands every change to a watch and blocks until it is read: an informer reads it.
-	factory := workinformers.NewSharedInformerFactoryWithOptions(holder.WorkInterface(), 0, workinformers.WithNamespace(cluster))
-	informer := factory.Work().V1().ManifestWorks().Informer()
-	go informer.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		t.Fatal("the agent's informer did not sync")
-	}
-	a := &testAgent{cluster: cluster, holder: holder, client: holder.ManifestWorks(cluster), cancel: cancel}
-	go a.loop(ctx, t)
-	return a
+	return &testAgent{Agent: a, cancel: cancel}
 }
 
-func (a *testAgent) loop(ctx context.Context, t testing.TB) {
-	seen := map[string]string{}
-	for ctx.Err() == nil {
-		list, err := a.client.List(ctx, metav1.ListOptions{})
-		if err == nil {
-			for i := range list.Items {
-				w := &list.Items[i]
-				if seen[w.Name] != w.ResourceVersion {
-					seen[w.Name] = w.ResourceVersion
-					a.handle(ctx, t, w)
-				}
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (a *testAgent) handle(ctx context.Context, t testing.TB, w *workv1.ManifestWork) {
-	a.received.Add(1)
-	if a.silent.Load() {
-		return
-	}
-	works := a.client
-	if !w.DeletionTimestamp.IsZero() {
-		if len(w.Finalizers) > 0 {
-			// As the work agent does once the manifests are gone; the client then reports Deleted.
-			_, _ = works.Patch(ctx, w.Name, kubetypes.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-		}
-		return
-	}
-	cond := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
-	if cond != nil && cond.ObservedGeneration == w.Generation && cond.Message == manifestNames(w) {
-		return
-	}
-	a.report(ctx, t, w, manifestNames(w))
-}
-
-// report publishes an Applied status for the work with the given message.
-func (a *testAgent) report(ctx context.Context, t testing.TB, w *workv1.ManifestWork, message string) {
-	status := workv1.ManifestWorkStatus{Conditions: []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue,
-		Reason: "Applied", Message: message, ObservedGeneration: w.Generation, LastTransitionTime: metav1.Now()}}}
-	patch, err := json.Marshal(map[string]any{"status": status})
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	if _, err := a.client.Patch(ctx, w.Name, kubetypes.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-		t.Logf("agent %s: report status of %s: %v", a.cluster, w.Name, err)
-	}
-}
-
-// work returns the agent client's copy of a work, or nil. It reads the client's store, not the informer:
-// sdk-go's agent store replaces a work whose name changed without a watch event.
-func (a *testAgent) work(name string) *workv1.ManifestWork {
-	w, err := a.client.Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		return nil
-	}
-	return w
-}
+// work returns the agent client's copy of a work, or nil.
+func (a *testAgent) work(name string) *workv1.ManifestWork { return a.Work(context.Background(), name) }
 
 // manifestNames is the names of a work's ConfigMaps, joined: what the test agent reports.
-func manifestNames(w *workv1.ManifestWork) string {
-	var names []string
-	for _, m := range w.Spec.Workload.Manifests {
-		var obj struct {
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-		}
-		_ = json.Unmarshal(m.Raw, &obj)
-		names = append(names, obj.Metadata.Name)
-	}
-	return strings.Join(names, ",")
-}
+func manifestNames(w *workv1.ManifestWork) string { return testclients.ManifestNames(w) }
 
 // newWork is a ManifestWork of ConfigMaps with the given names.
 func newWork(cluster, name string, configMaps ...string) *workv1.ManifestWork {
-	w := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster,
-		Labels: map[string]string{"app": name}, Annotations: map[string]string{"note": "test"}}}
-	w.Spec.Workload.Manifests = manifests(configMaps...)
-	return w
+	return testclients.NewWork(cluster, name, configMaps...)
 }
 
-func manifests(configMaps ...string) []workv1.Manifest {
-	var out []workv1.Manifest
-	for _, cm := range configMaps {
-		raw := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default"},"data":{"k":"v"}}`, cm)
-		out = append(out, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: []byte(raw)}})
-	}
-	return out
-}
+func manifests(configMaps ...string) []workv1.Manifest { return testclients.Manifests(configMaps...) }
 
 // manifestsPatch is a merge patch that replaces a work's manifests.
 func manifestsPatch(t testing.TB, configMaps ...string) []byte {

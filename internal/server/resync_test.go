@@ -2,10 +2,15 @@ package server
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubetypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/argocd-pull/argocd-pull/internal/server/store"
 )
 
 // applied creates works through the source and waits until the source holds their Applied status.
@@ -55,14 +60,15 @@ func TestTwoInstances(t *testing.T) {
 
 // TestResyncAfterServerRestart stops the agent's instance while the source, on another instance, updates,
 // creates and deletes works, and a resource the agent holds disappears from the database. When the
-// instance is back, the agent's resync brings exactly the current state.
+// instance is back, the agent's resync brings exactly the current state. The agent reconnects, so it runs
+// in its own process.
 func TestResyncAfterServerRestart(t *testing.T) {
 	ctx := context.Background()
 	db := testDB(t)
 	a := startServer(t, testOptions(db, "a"))
 	b := startServer(t, testOptions(db, "b"))
 	createConsumer(t, a, "cluster1")
-	agent := startAgent(t, grpcOptions(b.AgentAddr()), "cluster1")
+	agent := startRemoteAgent(t, b.AgentAddr(), "cluster1")
 	source := startSource(t, grpcOptions(a.SourceAddr()), "hub")
 	applied(t, source, "cluster1", "keep", "update", "delete", "vanish")
 
@@ -82,12 +88,83 @@ func TestResyncAfterServerRestart(t *testing.T) {
 	eventually(t, waitTimeout, "the updated and created works' statuses at the source", func() bool {
 		return appliedMessage(source, "cluster1", "update") == "cm-new" && appliedMessage(source, "cluster1", "create") == "cm-create"
 	})
-	eventually(t, waitTimeout, "the deleted work to leave the agent", func() bool { return agent.work("delete") == nil })
+	remoteWork(t, agent, "the updated work at the agent", "", "update", appliedAs(2, "cm-new"))
+	remoteWork(t, agent, "the deleted work to leave the agent", "", "delete", gone)
 	eventually(t, waitTimeout, "the deleted work to leave the source", func() bool { return source.work("cluster1", "delete") == nil })
-	eventually(t, waitTimeout, "the vanished work to leave the agent", func() bool {
-		return agent.work("vanish") == nil && agent.work(string(works2UID("hub", "cluster1", "vanish"))) == nil
-	})
-	if agent.work("keep") == nil || appliedMessage(source, "cluster1", "keep") != "cm-keep" {
-		t.Fatal("the untouched work was lost")
+	remoteWork(t, agent, "the vanished work to leave the agent", "", "vanish", gone)
+	remoteWork(t, agent, "the vanished work to leave the agent", "", string(works2UID("hub", "cluster1", "vanish")), gone)
+	remoteWork(t, agent, "the untouched work at the agent", "", "keep", appliedAs(1, "cm-keep"))
+	if appliedMessage(source, "cluster1", "keep") != "cm-keep" {
+		t.Fatal("the untouched work's status was lost at the source")
 	}
+}
+
+// TestSourceResyncAfterReconnect runs the hub controller's grpc transport (workclient.NewGRPC, in its own
+// process since it reconnects) on one instance and the agent on another. While the source's instance is
+// down, the agent reports new statuses, twice for one work, and confirms a deletion; when the instance is
+// back, the transport's resync by status hash brings every changed status, the latest one, and the
+// removal. Then the transport itself restarts while a status changes, and the new one starts current.
+func TestSourceResyncAfterReconnect(t *testing.T) {
+	ctx := context.Background()
+	db := testDB(t)
+	a := startServer(t, testOptions(db, "a"))
+	b := startServer(t, testOptions(db, "b"))
+	createConsumer(t, a, "cluster1")
+	agent := startAgent(t, grpcOptions(b.AgentAddr()), "cluster1")
+	source := startRemoteSource(t, a, "hub")
+	names := []string{"keep", "change", "twice", "gone"}
+	for _, name := range names {
+		eventually(t, waitTimeout, "the source to publish "+name, func() bool {
+			return source.Apply(ctx, "cluster1", name, "cm-"+name) == nil
+		})
+	}
+	for _, name := range names {
+		remoteWork(t, source, "the status of "+name+" at the source", "cluster1", name, appliedAs(1, "cm-"+name))
+	}
+	agent.HoldDeletes(true)
+	if err := source.Delete(ctx, "cluster1", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, "the agent to get the deletion", func() bool {
+		w := agent.work("gone")
+		return w != nil && !w.DeletionTimestamp.IsZero()
+	})
+
+	a.Stop()
+	agent.SetMessage("change", "changed")
+	agent.SetMessage("twice", "first")
+	eventually(t, waitTimeout, "the first new status of twice to be stored", func() bool { return storedStatusHas(b, "cluster1", "twice", "first") })
+	agent.SetMessage("twice", "second")
+	agent.HoldDeletes(false)
+	eventually(t, waitTimeout, "the new statuses to be stored and the deletion completed", func() bool {
+		_, err := b.store.GetBundle(ctx, string(works2UID("hub", "cluster1", "gone")))
+		return storedStatusHas(b, "cluster1", "change", "changed") && storedStatusHas(b, "cluster1", "twice", "second") &&
+			errors.Is(err, store.ErrNotFound)
+	})
+
+	a = startServer(t, restartOptions(a))
+	remoteWork(t, source, "the changed status at the source", "cluster1", "change", appliedAs(1, "changed"))
+	remoteWork(t, source, "the latest status at the source", "cluster1", "twice", appliedAs(1, "second"))
+	remoteWork(t, source, "the work deleted while away to leave the source", "cluster1", "gone", gone)
+	remoteWork(t, source, "the untouched work at the source", "cluster1", "keep", appliedAs(1, "cm-keep"))
+
+	// The transport restarts (a controller restart): the new one lists from the REST API, then resyncs.
+	source.proc.Stop(5 * time.Second)
+	agent.SetMessage("keep", "kept")
+	eventually(t, waitTimeout, "the status of keep to be stored", func() bool { return storedStatusHas(b, "cluster1", "keep", "kept") })
+	restarted := startRemoteSource(t, a, "hub")
+	remoteWork(t, restarted, "the status changed while the transport was down", "cluster1", "keep", appliedAs(1, "kept"))
+	remoteWork(t, restarted, "the changed status after the restart", "cluster1", "change", appliedAs(1, "changed"))
+	remoteWork(t, restarted, "the deleted work after the restart", "cluster1", "gone", gone)
+	if err := restarted.Apply(ctx, "cluster1", "twice", "cm-twice", "cm-more"); err != nil {
+		t.Fatal(err)
+	}
+	agent.SetMessage("twice", "")
+	remoteWork(t, restarted, "an update after the restart", "cluster1", "twice", appliedAs(2, "cm-twice,cm-more"))
+}
+
+// storedStatusHas reports whether the stored status of the source hub's work contains text.
+func storedStatusHas(s *Server, cluster, name, text string) bool {
+	b, err := s.store.GetBundle(context.Background(), string(works2UID("hub", cluster, name)))
+	return err == nil && strings.Contains(string(b.Status), text)
 }

@@ -154,14 +154,14 @@ func TestUndeliveredAndStuckDeletes(t *testing.T) {
 	s := startServer(t, o)
 	createConsumer(t, s, "cluster1", "cluster2")
 	agent := startAgent(t, grpcOptions(s.AgentAddr()), "cluster1")
-	agent.silent.Store(true)
+	agent.SetSilent(true)
 	source := startSource(t, grpcOptions(s.SourceAddr()), "hub")
 	eventually(t, waitTimeout, "the agent to subscribe", func() bool { return s.streams.hasAgent("cluster1") })
 	if _, err := source.works("cluster1").Create(ctx, newWork("cluster1", "quiet", "cm-quiet"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "the spec to be published again", func() bool { return agent.received.Load() >= 2 })
-	agent.silent.Store(false)
+	eventually(t, waitTimeout, "the spec to be published again", func() bool { return agent.Received() >= 2 })
+	agent.SetSilent(false)
 	eventually(t, waitTimeout, "the status to arrive at last", func() bool { return appliedMessage(source, "cluster1", "quiet") == "cm-quiet" })
 
 	// No agent ever connects for cluster2: its deletion cannot complete.

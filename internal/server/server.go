@@ -99,7 +99,9 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.listen(); err != nil {
 		return err
 	}
-	s.startServing(ctx, tlsConfig)
+	if err := s.startServing(ctx, tlsConfig); err != nil {
+		return err
+	}
 	s.ready.Store(true)
 	logger.Info("Server started", "sourceAddress", s.SourceAddr(), "agentAddress", s.AgentAddr(), "httpAddress", s.HTTPAddr(),
 		"tls", tlsConfig != nil, "mtls", s.opts.ClientCAFile != "", "tokens", len(s.auth.tokens), "anonymous", s.auth.anonymous)
@@ -156,7 +158,10 @@ func (s *Server) listen() error {
 	return nil
 }
 
-func (s *Server) startServing(ctx context.Context, tlsConfig *tls.Config) {
+// feedWait bounds how long Start waits for the notification feed's first connection.
+const feedWait = 30 * time.Second
+
+func (s *Server) startServing(ctx context.Context, tlsConfig *tls.Config) error {
 	broker := grpcbroker.NewGRPCBroker(&grpcbroker.BrokerOptions{HeartbeatCheckInterval: s.opts.StreamHeartbeatInterval})
 	service := &agentService{s: s}
 	broker.RegisterService(ctx, dataType, service)
@@ -168,6 +173,20 @@ func (s *Server) startServing(ctx context.Context, tlsConfig *tls.Config) {
 	s.specs.run(ctx, 2)
 	s.statuses = newBatcher(500, 30*time.Second, s.store.ApplyStatuses)
 	s.statuses.run(ctx, 2)
+
+	// Nothing is served before the feed listens: a change another instance commits after a client
+	// subscribed here must reach it.
+	listening := make(chan struct{})
+	s.background(ctx, func(ctx context.Context) {
+		_ = s.store.Listen(ctx, s.feedConnected(listening), func(ctx context.Context, n []store.Notification) {
+			s.dispatch.notifications(ctx, s.store, n)
+		})
+	})
+	select {
+	case <-listening:
+	case <-time.After(feedWait):
+		return fmt.Errorf("the database notification feed did not connect within %s", feedWait)
+	}
 
 	s.sourceGRPC = s.grpcServer(ctx, tlsConfig)
 	pbv1.RegisterCloudEventServiceServer(s.sourceGRPC, &sourceEndpoint{s: s})
@@ -184,12 +203,8 @@ func (s *Server) startServing(ctx context.Context, tlsConfig *tls.Config) {
 		}
 		return s.http.Serve(s.listeners[2])
 	})
-	s.background(ctx, func(ctx context.Context) {
-		_ = s.store.Listen(ctx, s.feedConnected(), func(ctx context.Context, n []store.Notification) {
-			s.dispatch.notifications(ctx, s.store, n)
-		})
-	})
 	s.background(ctx, s.maintain)
+	return nil
 }
 
 func (s *Server) grpcServer(ctx context.Context, tlsConfig *tls.Config) *grpc.Server {
@@ -241,14 +256,15 @@ func (s *Server) background(ctx context.Context, fn func(ctx context.Context)) {
 	}()
 }
 
-// feedConnected returns the hook the notification feed calls on every connection: after the first, the
-// feed was interrupted and notifications may be lost, so every subscription is reset and its client
-// resyncs.
-func (s *Server) feedConnected() func(ctx context.Context) {
+// feedConnected returns the hook the notification feed calls on every connection. The first closes
+// listening. After a later one, the feed was interrupted and notifications may be lost, so every
+// subscription is reset and its client resyncs.
+func (s *Server) feedConnected(listening chan<- struct{}) func(ctx context.Context) {
 	first := true
 	return func(ctx context.Context) {
 		if first {
 			first = false
+			close(listening)
 			return
 		}
 		n := s.streams.resetAll(errFeedInterrupted)

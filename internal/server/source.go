@@ -85,7 +85,9 @@ func (e *sourceEndpoint) applySpec(ctx context.Context, evt *cloudevents.Event, 
 }
 
 // resyncStatuses answers a source's status resync: for every resource the source lists, send the stored
-// status when its hash differs, and the final status of those the server no longer has.
+// status when its hash differs, and the final status of those the server no longer has. A resync that
+// cannot be answered ends the source's subscriptions here: sdk-go's source client does not send a failed
+// resync again, but it resyncs after it subscribes again.
 func (e *sourceEndpoint) resyncStatuses(ctx context.Context, evt *cloudevents.Event) error {
 	hashes, err := payload.DecodeStatusResyncRequest(*evt)
 	if err != nil {
@@ -95,9 +97,23 @@ func (e *sourceEndpoint) resyncStatuses(ctx context.Context, evt *cloudevents.Ev
 	if v, ok := evt.Extensions()[types.ExtensionClusterName]; ok {
 		consumer, _ = cetypes.ToString(v)
 	}
-	stored, err := e.s.store.StatusHashes(ctx, evt.Source(), consumer)
+	changed, err := e.answerStatusResync(ctx, evt.Source(), consumer, hashes.Hashes)
 	if err != nil {
-		return storeStatus(err)
+		n := e.s.streams.resetSources([]string{evt.Source()}, errMissedChanges)
+		klog.FromContext(ctx).Info("Could not answer a status resync; reset the source's subscriptions", "source", evt.Source(),
+			"consumer", consumer, "subscriptions", n, "err", err)
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Answered a status resync", "source", evt.Source(), "consumer", consumer,
+		"listed", len(hashes.Hashes), "changed", changed)
+	return nil
+}
+
+// answerStatusResync sends the statuses that differ from the source's hashes and returns how many did.
+func (e *sourceEndpoint) answerStatusResync(ctx context.Context, source, consumer string, hashes []payload.ResourceStatusHash) (int, error) {
+	stored, err := e.s.store.StatusHashes(ctx, source, consumer)
+	if err != nil {
+		return 0, storeStatus(err)
 	}
 	e.s.metrics.resyncs.WithLabelValues(endpointSource).Inc()
 	current := make(map[string]string, len(stored))
@@ -105,11 +121,11 @@ func (e *sourceEndpoint) resyncStatuses(ctx context.Context, evt *cloudevents.Ev
 		current[h.ID] = h.Hash
 	}
 	var changed []string
-	for _, h := range hashes.Hashes {
+	for _, h := range hashes {
 		hash, ok := current[h.ResourceID]
 		switch {
 		case !ok:
-			e.s.dispatch.status(ctx, evt.Source(), removedEvent(store.Notification{ID: h.ResourceID, Consumer: consumer, Source: evt.Source()}))
+			e.s.dispatch.status(ctx, source, removedEvent(store.Notification{ID: h.ResourceID, Consumer: consumer, Source: source}))
 		case hash != "" && hash != h.StatusHash:
 			changed = append(changed, h.ResourceID)
 		}
@@ -117,14 +133,13 @@ func (e *sourceEndpoint) resyncStatuses(ctx context.Context, evt *cloudevents.Ev
 	for start := 0; start < len(changed); start += resyncChunk {
 		rows, err := e.s.store.LoadStatuses(ctx, changed[start:min(start+resyncChunk, len(changed))])
 		if err != nil {
-			return storeStatus(err)
+			return 0, storeStatus(err)
 		}
 		for _, row := range rows {
 			e.s.dispatch.status(ctx, row.Source, statusEvent(row, types.ResyncResponseAction))
 		}
 	}
-	klog.FromContext(ctx).V(2).Info("Answered a status resync", "source", evt.Source(), "listed", len(hashes.Hashes), "changed", len(changed))
-	return nil
+	return len(changed), nil
 }
 
 func (e *sourceEndpoint) Subscribe(req *pbv1.SubscriptionRequest, stream pbv1.CloudEventService_SubscribeServer) error {

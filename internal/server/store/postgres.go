@@ -59,6 +59,12 @@ func New(ctx context.Context, cfg Config) (Store, error) {
 		poolCfg.MaxConns = cfg.MaxConns
 	}
 	poolCfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+	// The server tells a client its event is stored only once the commit is durable: a database that runs
+	// with synchronous_commit=off would lose acknowledged specs and statuses when it crashes. A connection
+	// string that sets synchronous_commit itself keeps its choice.
+	if _, set := poolCfg.ConnConfig.RuntimeParams["synchronous_commit"]; !set {
+		poolCfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("create database pool: %w", err)
