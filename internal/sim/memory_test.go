@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +28,8 @@ const (
 	memoryURLEnv      = "SIM_MEMORY_URL"
 	memoryClustersEnv = "SIM_MEMORY_CLUSTERS"
 	memoryAppsEnv     = "SIM_MEMORY_APPS"
+	// memoryProfileEnv names a file for the child's heap profile once loaded.
+	memoryProfileEnv = "SIM_MEMORY_PROFILE"
 )
 
 // memorySample is what the child reports.
@@ -134,6 +137,9 @@ func TestMemoryPerCluster(t *testing.T) {
 // connected, LOADED once the parent published the works and all are Synced/Healthy.
 func memoryChild() int {
 	clusters, apps := envInt(memoryClustersEnv, 100), envInt(memoryAppsEnv, 50)
+	if os.Getenv(memoryProfileEnv) != "" {
+		runtime.MemProfileRate = 1
+	}
 	report := func(what string, f *Fleet) {
 		runtime.GC()
 		runtime.GC()
@@ -172,7 +178,10 @@ func memoryChild() int {
 	}
 	want := int64(clusters * apps)
 	deadline := time.Now().Add(8 * time.Minute)
-	for f.Stats().SyncedHealthy < want {
+	for i := 0; f.Stats().SyncedHealthy < want; i++ {
+		if i%25 == 0 {
+			fmt.Fprintf(os.Stderr, "memory child: %+v\n", f.Stats())
+		}
 		if time.Now().After(deadline) {
 			return fail(fmt.Errorf("stats %+v after 8 minutes", f.Stats()))
 		}
@@ -187,8 +196,25 @@ func memoryChild() int {
 			last = now
 		}
 	}
+	if path := os.Getenv(memoryProfileEnv); path != "" {
+		if err := writeHeapProfile(path); err != nil {
+			return fail(err)
+		}
+	}
 	report("LOADED", f)
 	return 0
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path) //nolint:gosec // the tester names the file
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // rss is the process's resident set size.

@@ -47,7 +47,31 @@ type grpcTransport struct {
 	parallel int
 	clients  []workv1client.ManifestWorkInterface
 	dialers  []*grpcoptions.GRPCDialer
+	caches   []*workCache
 	up       atomic.Int64
+}
+
+// workCache holds the works of one cluster as its watch delivered them, as an informer would. sdk-go's agent
+// store sends a change to the watch before it stores it, so the store itself can lag behind an event. The
+// objects are the store's own, not copies.
+type workCache struct {
+	mu    sync.RWMutex
+	works map[string]*workv1.ManifestWork
+}
+
+func (c *workCache) update(ev watch.Event) (string, bool) {
+	w, ok := ev.Object.(*workv1.ManifestWork)
+	if !ok || ev.Type == watch.Bookmark {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ev.Type == watch.Deleted {
+		delete(c.works, w.Name)
+	} else {
+		c.works[w.Name] = w
+	}
+	return w.Name, true
 }
 
 func newGRPCTransport(template *grpcoptions.GRPCOptions, parallel int) *grpcTransport {
@@ -57,6 +81,7 @@ func newGRPCTransport(template *grpcoptions.GRPCOptions, parallel int) *grpcTran
 func (t *grpcTransport) start(ctx context.Context, f *Fleet) error {
 	t.clients = make([]workv1client.ManifestWorkInterface, len(f.clusters))
 	t.dialers = make([]*grpcoptions.GRPCDialer, len(f.clusters))
+	t.caches = make([]*workCache, len(f.clusters))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(t.parallel)
 	for _, c := range f.clusters {
@@ -107,42 +132,37 @@ func (t *grpcTransport) connectOnce(ctx context.Context, f *Fleet, c *cluster) e
 		_ = dialer.Close()
 		return err
 	}
-	t.clients[c.index], t.dialers[c.index] = works, dialer
+	cache := &workCache{works: map[string]*workv1.ManifestWork{}}
+	t.clients[c.index], t.dialers[c.index], t.caches[c.index] = works, dialer, cache
 	f.wg.Go(func() {
 		defer cancel()
-		readEvents(cctx, w, func(name string) { f.enqueue(c.index, name) })
+		defer w.Stop()
+		for {
+			select {
+			case <-cctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				if name, ok := cache.update(ev); ok {
+					f.enqueue(c.index, name)
+				}
+			}
+		}
 	})
 	return nil
 }
 
-// readEvents reports the works of a watch until ctx ends.
-func readEvents(ctx context.Context, w watch.Interface, changed func(name string)) {
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return
-			}
-			if work, isWork := ev.Object.(*workv1.ManifestWork); isWork && ev.Type != watch.Bookmark {
-				changed(work.Name)
-			}
-		}
-	}
-}
-
 func (t *grpcTransport) get(c *cluster, name string) (*workv1.ManifestWork, bool) {
-	client := t.clients[c.index]
-	if client == nil {
+	cache := t.caches[c.index]
+	if cache == nil {
 		return nil, false
 	}
-	w, err := client.Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		return nil, false
-	}
-	return w, true
+	cache.mu.RLock()
+	defer cache.mu.RUnlock()
+	w, ok := cache.works[name]
+	return w, ok
 }
 
 func (t *grpcTransport) client(c *cluster) workv1client.ManifestWorkInterface {
