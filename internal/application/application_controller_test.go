@@ -248,17 +248,31 @@ func TestRefreshAndOperation(t *testing.T) {
 		}
 		return nil
 	})
-	// The managed cluster still reports its earlier operation: the hub keeps its .operation.
+	// The managed cluster reports a finished operation that is not the hub's (an earlier one, or an automated
+	// sync in the same second): the hub keeps its .operation.
 	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"),
-		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:00:00Z"))
+		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:05:00Z"))
 	consistently(t, "operation kept while the cluster has not run it", time.Second, func() error {
 		if getApp(t, c, ns, "ops").Object["operation"] == nil {
 			return errors.New("operation cleared too early")
 		}
 		return nil
 	})
+	// The cluster ran the hub's operation (its marker is in the operation state), still running.
 	w, _ = getWork(c, cluster, ns, "ops")
-	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"),
+	marker := application.OperationMarker(getApp(t, c, ns, "ops").Object["operation"], w.Annotations[application.AnnotationOperationBaseline])
+	if info, _, _ := unstructured.NestedSlice(payloadApp(t, w).Object, "operation", "info"); len(info) != 1 || info[0].(map[string]any)["value"] != marker {
+		t.Fatalf("payload operation info = %v, want marker %s", info, marker)
+	}
+	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"), str(appstatus.FeedbackOperationMarker, marker),
+		str(appstatus.FeedbackOperationPhase, "Running"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:05:00Z"))
+	consistently(t, "operation kept while it runs", time.Second, func() error {
+		if getApp(t, c, ns, "ops").Object["operation"] == nil {
+			return errors.New("operation cleared while running")
+		}
+		return nil
+	})
+	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"), str(appstatus.FeedbackOperationMarker, marker),
 		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:05:00Z"))
 	eventually(t, "operation handed off", func() error {
 		app := getApp(t, c, ns, "ops")

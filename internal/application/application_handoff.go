@@ -2,9 +2,15 @@ package application
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,25 +36,43 @@ func (r *Reconciler) handOff(ctx context.Context, s *state) (ctrl.Result, error)
 	if !d.Applied {
 		return ctrl.Result{}, nil
 	}
-	clearRefresh := s.app.GetAnnotations()[argocd.AnnotationRefresh] != ""
+	refresh, clearRefresh := s.app.GetAnnotations()[argocd.AnnotationRefresh]
 	clearOperation := operationHandedOff(s.app, s.work, d.Status)
 	if !clearRefresh && !clearOperation {
 		return ctrl.Result{}, nil
 	}
-	patch := client.MergeFromWithOptions(s.app.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	// Each removal is conditional on the value still being the one handed off ("test" ops), not on the
+	// Application's resourceVersion: status writes move that often while a sync runs, and a new refresh or
+	// operation set in the meantime must not be removed.
+	var ops []map[string]any
 	if clearRefresh {
-		a := s.app.GetAnnotations()
-		delete(a, argocd.AnnotationRefresh)
-		s.app.SetAnnotations(a)
+		path := "/metadata/annotations/" + jsonPointerEscape(argocd.AnnotationRefresh)
+		ops = append(ops, map[string]any{"op": "test", "path": path, "value": refresh}, map[string]any{"op": "remove", "path": path})
 	}
 	if clearOperation {
-		delete(s.app.Object, "operation")
+		ops = append(ops, map[string]any{"op": "test", "path": "/operation", "value": s.app.Object["operation"]},
+			map[string]any{"op": "remove", "path": "/operation"})
 	}
-	if err := r.Client.Patch(ctx, s.app, patch); err != nil {
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("encode hand-off of application %s: %w", klog.KObj(s.app), err)
+	}
+	err = r.Client.Patch(ctx, s.app, client.RawPatch(types.JSONPatchType, data))
+	if apierrors.IsInvalid(err) {
+		// A test op failed: the refresh or the operation changed since it was read; the change requeues.
+		log.FromContext(ctx).V(1).Info("Hand-off skipped: the Application changed", "error", err.Error())
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("clear refresh/operation on application %s: %w", klog.KObj(s.app), err)
 	}
 	log.FromContext(ctx).Info("Handed off to the managed cluster", "refresh", clearRefresh, "operation", clearOperation)
 	return ctrl.Result{}, nil
+}
+
+// jsonPointerEscape escapes a key for a JSON pointer (RFC 6901).
+func jsonPointerEscape(key string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
 }
 
 // operationBaseline returns the startedAt of the managed cluster's last operation at the time the hub's
@@ -69,32 +93,41 @@ func operationBaseline(app *unstructured.Unstructured, work *workv1.ManifestWork
 	return noOperation
 }
 
-// operationHandedOff reports whether the managed cluster has run the hub's .operation to its end: an operation
-// newer than the baseline has finished there.
+// operationHandedOff reports whether the managed cluster has run the hub's .operation to its end: its last
+// operation carries the marker of the hub's operation and has ended.
 func operationHandedOff(app *unstructured.Unstructured, work *workv1.ManifestWork, status map[string]any) bool {
-	if app.Object["operation"] == nil {
-		return false
-	}
-	op, _ := status["operationState"].(map[string]any)
+	op := app.Object["operation"]
 	if op == nil {
 		return false
 	}
-	started, _ := op["startedAt"].(string)
-	phase, _ := op["phase"].(string)
-	if started == "" || started == work.Annotations[AnnotationOperationBaseline] {
-		return false
-	}
+	state, _ := status["operationState"].(map[string]any)
+	phase, _ := state["phase"].(string)
 	switch phase {
 	case "Succeeded", "Failed", "Error":
-		return true
+	default:
+		return false
 	}
-	return false
+	marker := feedbackValue(work, appstatus.FeedbackOperationMarker)
+	return marker != "" && marker == OperationMarker(op, work.Annotations[AnnotationOperationBaseline])
+}
+
+// OperationMarker identifies one delivery of a hub operation: the operation and the baseline it was delivered
+// against, so that the same operation asked for twice gets two markers.
+func OperationMarker(op any, baseline string) string {
+	data, _ := json.Marshal(op)
+	sum := sha256.Sum256(append(append(data, '|'), baseline...))
+	return hex.EncodeToString(sum[:8])
 }
 
 func feedbackOperationStartedAt(work *workv1.ManifestWork) string {
+	return feedbackValue(work, appstatus.FeedbackOperationStartedAt)
+}
+
+// feedbackValue returns a scalar feedback value of the work's Application.
+func feedbackValue(work *workv1.ManifestWork, name string) string {
 	for _, m := range work.Status.ResourceStatus.Manifests {
 		for _, v := range m.StatusFeedbacks.Values {
-			if v.Name == appstatus.FeedbackOperationStartedAt && v.Value.String != nil {
+			if v.Name == name && v.Value.String != nil {
 				return *v.Value.String
 			}
 		}

@@ -102,7 +102,11 @@ func BuildWork(app *unstructured.Unstructured, opts BuildOptions) (*workv1.Manif
 	if err != nil {
 		return nil, err
 	}
-	payload, err := spokeApplication(app, spokeNS)
+	baseline := ""
+	if app.Object["operation"] != nil {
+		baseline = opts.OperationBaseline
+	}
+	payload, err := spokeApplication(app, spokeNS, baseline)
 	if err != nil {
 		return nil, err
 	}
@@ -181,8 +185,25 @@ func BuildWork(app *unstructured.Unstructured, opts BuildOptions) (*workv1.Manif
 	return work, nil
 }
 
+// markedOperation returns the operation with argocd-pull's marker in its info (see
+// appstatus.OperationMarkerInfo).
+func markedOperation(op map[string]any, baseline string) map[string]any {
+	out := runtime.DeepCopyJSONValue(op).(map[string]any)
+	var info []any
+	if existing, ok := out["info"].([]any); ok {
+		for _, i := range existing {
+			if m, ok := i.(map[string]any); ok && m["name"] == appstatus.OperationMarkerInfo {
+				continue
+			}
+			info = append(info, i)
+		}
+	}
+	out["info"] = append(info, map[string]any{"name": appstatus.OperationMarkerInfo, "value": OperationMarker(op, baseline)})
+	return out
+}
+
 // spokeApplication returns the Application as the managed cluster gets it.
-func spokeApplication(app *unstructured.Unstructured, spokeNS string) (*unstructured.Unstructured, error) {
+func spokeApplication(app *unstructured.Unstructured, spokeNS, baseline string) (*unstructured.Unstructured, error) {
 	spec, ok := app.Object["spec"].(map[string]any)
 	if !ok {
 		return nil, &InvalidApplicationError{Reason: "the Application has no spec"}
@@ -211,8 +232,8 @@ func spokeApplication(app *unstructured.Unstructured, spokeNS string) (*unstruct
 	out.SetNamespace(spokeNS)
 	out.SetFinalizers(spokeFinalizers(app.GetFinalizers()))
 	out.Object["spec"] = spec
-	if op, ok := app.Object["operation"]; ok && op != nil {
-		out.Object["operation"] = runtime.DeepCopyJSONValue(op)
+	if op, ok := app.Object["operation"].(map[string]any); ok {
+		out.Object["operation"] = markedOperation(op, baseline)
 	}
 
 	labels := map[string]string{}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/argocd-pull/argocd-pull/internal/appstatus"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 )
 
@@ -199,6 +200,11 @@ func TestBuildWork(t *testing.T) {
 			if rev, _, _ := unstructured.NestedString(app.Object, "operation", "sync", "revision"); rev != "HEAD" {
 				t.Errorf("operation = %v", app.Object["operation"])
 			}
+			info, _, _ := unstructured.NestedSlice(app.Object, "operation", "info")
+			want := OperationMarker(map[string]any{"sync": map[string]any{"revision": "HEAD"}}, "2026-01-01T00:00:00Z")
+			if len(info) != 1 || info[0].(map[string]any)["value"] != want || info[0].(map[string]any)["name"] != appstatus.OperationMarkerInfo {
+				t.Errorf("operation info = %v, want the marker %s", info, want)
+			}
 			if w.Labels[argocd.LabelAppSet] != "true" || w.Annotations[argocd.AnnotationHostingAppSet] != "argocd/guestbook" {
 				t.Errorf("work metadata = %v %v", w.Labels, w.Annotations)
 			}
@@ -337,5 +343,21 @@ func TestWorkName(t *testing.T) {
 	// Names that only differ beyond the truncation point still differ.
 	if WorkName("argocd", long+"1") == WorkName("argocd", long+"2") {
 		t.Error("truncated names collide")
+	}
+}
+
+func TestOperationMarker(t *testing.T) {
+	op := map[string]any{"sync": map[string]any{"revision": "main"}}
+	a, b := OperationMarker(op, "t0"), OperationMarker(op, "t1")
+	if a == b {
+		t.Error("the same operation against another baseline must get another marker")
+	}
+	if a != OperationMarker(map[string]any{"sync": map[string]any{"revision": "main"}}, "t0") {
+		t.Error("not deterministic")
+	}
+	// A marker already in the hub operation's info (copied back from a cluster) is replaced, not repeated.
+	marked := markedOperation(markedOperation(op, "t0"), "t0")
+	if info := marked["info"].([]any); len(info) != 1 {
+		t.Errorf("info = %v", info)
 	}
 }

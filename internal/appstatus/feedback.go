@@ -16,7 +16,15 @@ const (
 	FeedbackOperationStartedAt  = "operationStartedAt"
 	FeedbackOperationFinishedAt = "operationFinishedAt"
 	FeedbackOperationMessage    = "operationMessage"
+	// FeedbackOperationMarker is the value of argocd-pull's entry in the running operation's info: it tells
+	// which hub operation the cluster ran (see OperationMarkerInfo).
+	FeedbackOperationMarker = "operationMarker"
 )
+
+// OperationMarkerInfo names the entry argocd-pull adds to the info of an operation it delivers. Argo CD copies
+// the operation, info included, into status.operationState, so the hub knows when the cluster ran that very
+// operation, even when an automated sync started in the same second or merged into it.
+const OperationMarkerInfo = "argocd-pull.io/operation"
 
 // sectionPrefix prefixes the names of raw-JSON feedback values, one per section of the Application status.
 const sectionPrefix = "status."
@@ -52,6 +60,7 @@ func FeedbackRules() []workv1.FeedbackRule {
 		{Name: FeedbackOperationStartedAt, Path: ".status.operationState.startedAt"},
 		{Name: FeedbackOperationFinishedAt, Path: ".status.operationState.finishedAt"},
 		{Name: FeedbackOperationMessage, Path: ".status.operationState.message"},
+		{Name: FeedbackOperationMarker, Path: `.status.operationState.operation.info[?(@.name=="` + OperationMarkerInfo + `")].value`},
 	}
 	raw := make([]workv1.JsonPath, 0, len(Sections))
 	for _, s := range Sections {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/jsonpath"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
@@ -215,5 +216,31 @@ func TestCompose(t *testing.T) {
 	}
 	if got := Compose(map[string]any{}, nil, nil, now); len(got) != 0 {
 		t.Errorf("empty Compose = %v", got)
+	}
+}
+
+// TestOperationMarkerPath: the marker's feedback path works with the JSONPath library and the options the OCM
+// work agent reads feedback with.
+func TestOperationMarkerPath(t *testing.T) {
+	var path string
+	for _, p := range FeedbackRules()[0].JsonPaths {
+		if p.Name == FeedbackOperationMarker {
+			path = p.Path
+		}
+	}
+	app := map[string]any{"status": map[string]any{"operationState": map[string]any{"operation": map[string]any{
+		"info": []any{map[string]any{"name": "reason", "value": "x"}, map[string]any{"name": OperationMarkerInfo, "value": "abc123"}},
+	}}}}
+	j := jsonpath.New(FeedbackOperationMarker).AllowMissingKeys(true)
+	if err := j.Parse("{" + path + "}"); err != nil {
+		t.Fatal(err)
+	}
+	results, err := j.FindResults(app)
+	if err != nil || len(results) != 1 || len(results[0]) != 1 || results[0][0].Interface() != "abc123" {
+		t.Fatalf("results = %v, %v", results, err)
+	}
+	results, err = j.FindResults(map[string]any{"status": map[string]any{}})
+	if err != nil || len(results) != 1 || len(results[0]) != 0 {
+		t.Fatalf("no operation: results = %v, %v", results, err)
 	}
 }

@@ -149,7 +149,9 @@ func testLifecycle(t *testing.T, transport string) {
 			return err
 		}
 		if app.Object["operation"] != nil {
-			return errors.New("the hub Application still has its .operation")
+			st, _ := app.Object["status"].(map[string]any)
+			return fmt.Errorf("the hub Application still has its .operation; hub operationState %v, conditions %v",
+				st["operationState"], st["conditions"])
 		}
 		if nested(app, "status", "operationState", "phase") != "Succeeded" {
 			return fmt.Errorf("hub operationState = %v", app.Object["status"].(map[string]any)["operationState"])
