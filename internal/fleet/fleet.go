@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -42,6 +43,11 @@ type Options struct {
 	Binary string
 	// ArgoCD starts a real Argo CD on each managed cluster and the ApplicationSet controller on the hub.
 	ArgoCD bool
+	// Simulated leaves the managed clusters to a simulator (argocd-pull sim): no managed apiservers, agents or
+	// Argo CD are started; the clusters are registered on the hub and, in the Maestro mode, on the server.
+	Simulated bool
+	// ControllerArgs are extra flags of the hub controller.
+	ControllerArgs []string
 	// Progress receives a line per step; nil for silence.
 	Progress func(string)
 }
@@ -65,6 +71,8 @@ type Fleet struct {
 	argocd     map[string]*testenv.ArgoCD
 	appset     *testenv.Process
 	tokens     map[string]string
+	restOnce   sync.Once
+	rest       *http.Client
 }
 
 // Endpoints are the listeners of argocd-pull server.
@@ -88,7 +96,11 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 	}()
 	f.progress("starting etcd, kube-apiservers for the hub and %s, garbage collectors%s", strings.Join(o.Clusters, ", "),
 		map[bool]string{true: ", PostgreSQL", false: ""}[o.Transport == TransportGRPC])
-	f.Env, err = testenv.Start(ctx, testenv.Options{Dir: o.Dir, ManagedClusters: o.Clusters, GarbageCollector: true,
+	managed := o.Clusters
+	if o.Simulated {
+		managed = nil
+	}
+	f.Env, err = testenv.Start(ctx, testenv.Options{Dir: o.Dir, ManagedClusters: managed, GarbageCollector: true,
 		Postgres: o.Transport == TransportGRPC})
 	if err != nil {
 		return nil, err
@@ -105,13 +117,15 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 			return nil, err
 		}
 	}
-	if err := f.startAgents(ctx); err != nil {
-		return nil, err
+	if !o.Simulated {
+		if err := f.startAgents(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := f.startController(ctx); err != nil {
 		return nil, err
 	}
-	if o.ArgoCD {
+	if o.ArgoCD && !o.Simulated {
 		if err := f.startArgoCD(ctx); err != nil {
 			return nil, err
 		}
@@ -176,21 +190,24 @@ func (f *Fleet) startServer(ctx context.Context) error {
 	if err := waitHTTP(ctx, f.server, f.RESTClient(), "https://"+f.Server.HTTP+"/readyz"); err != nil {
 		return err
 	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
 	for _, c := range f.Clusters {
-		if err := f.createConsumer(ctx, c); err != nil {
-			return err
-		}
+		g.Go(func() error { return f.createConsumer(gctx, c) })
 	}
-	return nil
+	return g.Wait()
 }
 
 // RESTClient is an HTTP client that trusts the fleet's CA, for the server's REST API.
 func (f *Fleet) RESTClient() *http.Client {
-	pool := x509.NewCertPool()
-	if pem, err := os.ReadFile(f.ca.CertFile); err == nil {
-		pool.AppendCertsFromPEM(pem)
-	}
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	f.restOnce.Do(func() {
+		pool := x509.NewCertPool()
+		if pem, err := os.ReadFile(f.ca.CertFile); err == nil {
+			pool.AppendCertsFromPEM(pem)
+		}
+		f.rest = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	})
+	return f.rest
 }
 
 func (f *Fleet) createConsumer(ctx context.Context, name string) error {
@@ -285,7 +302,7 @@ func (f *Fleet) startController(ctx context.Context) error {
 		}
 		args = append(args, "--grpc-config", cfg, "--server-url", "https://"+f.Server.HTTP, "--source-id", "argocd-pull")
 	}
-	p, err := f.run("controller", args...)
+	p, err := f.run("controller", append(args, f.ControllerArgs...)...)
 	if err != nil {
 		return err
 	}
@@ -344,6 +361,25 @@ func (f *Fleet) Stop() {
 	if f.Env != nil {
 		f.Env.Stop()
 	}
+}
+
+// AgentToken is the server token of a managed cluster's agent (Maestro mode).
+func (f *Fleet) AgentToken(cluster string) string { return f.tokens["agent/"+cluster] }
+
+// CAFile is the fleet's CA certificate (Maestro mode).
+func (f *Fleet) CAFile() string { return f.ca.CertFile }
+
+// ControllerPid and ServerPid are the process IDs of the hub controller and the server (0 when not running).
+func (f *Fleet) ControllerPid() int { return pid(f.controller) }
+
+// ServerPid is the process ID of argocd-pull server.
+func (f *Fleet) ServerPid() int { return pid(f.server) }
+
+func pid(p *testenv.Process) int {
+	if p == nil || !p.Running() {
+		return 0
+	}
+	return p.Pid()
 }
 
 // KeepDir keeps the fleet's directory when it stops (its logs, for a failed test or the demo).

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
@@ -50,24 +51,52 @@ func (f *Fleet) prepareHub(ctx context.Context) error {
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c}})
 	}
 	placement := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: ArgoCDNamespace, Name: PlacementName}}
-	decision := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: ArgoCDNamespace, Name: PlacementName + "-decision-1",
-		Labels: map[string]string{clusterv1beta1.PlacementLabel: PlacementName, clusterv1beta1.DecisionGroupIndexLabel: "0"}}}
 	gitops := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ArgoCDNamespace, Name: "argocd-pull"},
 		Spec: v1alpha1.GitOpsClusterSpec{
 			ArgoServer:   v1alpha1.ArgoServerSpec{ArgoNamespace: ArgoCDNamespace},
 			PlacementRef: &corev1.ObjectReference{Kind: "Placement", APIVersion: clusterv1beta1.GroupVersion.String(), Name: PlacementName},
 		}}
-	objs = append(objs, placement, decision, gitops)
+	objs = append(objs, placement, gitops)
+	if err := createAll(ctx, hub, objs); err != nil {
+		return err
+	}
+	return writeDecisions(ctx, hub, f.Clusters)
+}
+
+// createAll creates objects, 32 at a time.
+func createAll(ctx context.Context, c client.Client, objs []client.Object) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
 	for _, o := range objs {
-		if err := hub.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+		g.Go(func() error {
+			if err := c.Create(gctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// decisionsPerObject is how many clusters OCM's placement controller puts in one PlacementDecision.
+const decisionsPerObject = 100
+
+// writeDecisions writes the Placement's decisions as OCM's placement controller would: PlacementDecisions of
+// at most 100 clusters each, labelled with the Placement.
+func writeDecisions(ctx context.Context, hub client.Client, clusters []string) error {
+	for i := 0; i*decisionsPerObject < len(clusters); i++ {
+		pd := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: ArgoCDNamespace,
+			Name:   fmt.Sprintf("%s-decision-%d", PlacementName, i+1),
+			Labels: map[string]string{clusterv1beta1.PlacementLabel: PlacementName, clusterv1beta1.DecisionGroupIndexLabel: "0"}}}
+		if err := hub.Create(ctx, pd); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create placement decision %s: %w", pd.Name, err)
 		}
-	}
-	for _, c := range f.Clusters {
-		decision.Status.Decisions = append(decision.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: c, Reason: "fleet"})
-	}
-	if err := hub.Status().Update(ctx, decision); err != nil {
-		return fmt.Errorf("write placement decision: %w", err)
+		for _, c := range clusters[i*decisionsPerObject : min((i+1)*decisionsPerObject, len(clusters))] {
+			pd.Status.Decisions = append(pd.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: c, Reason: "fleet"})
+		}
+		if err := hub.Status().Update(ctx, pd); err != nil {
+			return fmt.Errorf("write placement decision %s: %w", pd.Name, err)
+		}
 	}
 	return nil
 }

@@ -234,3 +234,14 @@ func RandomToken() string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// Pid is the process ID of the cluster's kube-apiserver.
+func (c *Cluster) Pid() int { return c.proc.Pid() }
+
+// ControllerManagerPid is the process ID of the cluster's kube-controller-manager (0 without one).
+func (c *Cluster) ControllerManagerPid() int {
+	if c.kcm == nil {
+		return 0
+	}
+	return c.kcm.Pid()
+}

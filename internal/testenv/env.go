@@ -190,3 +190,6 @@ func Main(m *testing.M, opts Options, env **Env) int {
 	started.Stop()
 	return code
 }
+
+// EtcdPid is the process ID of the shared etcd.
+func (e *Env) EtcdPid() int { return e.etcd.proc.Pid() }

@@ -191,3 +191,6 @@ func makeTraversable(dir string) error {
 		dir = parent
 	}
 }
+
+// Pid is the process ID of the PostgreSQL server's main process.
+func (p *Postgres) Pid() int { return p.proc.Pid() }
