@@ -23,7 +23,6 @@ import (
 	"k8s.io/klog/v2"
 	ocmfeature "open-cluster-management.io/api/feature"
 	"open-cluster-management.io/ocm/pkg/features"
-	"open-cluster-management.io/ocm/pkg/work/spoke/statusfeedback"
 	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
 )
 
@@ -151,7 +150,7 @@ type Fleet struct {
 	byName   map[string]int32
 	tr       transport
 	queue    workqueue.TypedRateLimitingInterface[key]
-	reader   *statusfeedback.StatusReader
+	reader   *feedbackReader
 	registry *prometheus.Registry
 	logger   klog.Logger
 
@@ -189,7 +188,12 @@ type simWork struct {
 	reported bool
 	// seq counts the on-demand changes (Flip) so that a waiter is told of the status that carries its change.
 	seq uint32
-	app app
+	// sentGen and sentChange are the work generation and the Application's changedAt of the last status sent
+	// (0: none since the last Applied report): a work event that carries nothing newer needs no new read of
+	// the Application (the agent would read it and find nothing to send).
+	sentGen    int64
+	sentChange int64
+	app        app
 }
 
 type waiter struct {
@@ -259,7 +263,7 @@ func NewFleet(cfg Config) (*Fleet, error) {
 	default:
 		return nil, fmt.Errorf("unknown transport %q (want %s or %s)", cfg.Transport, TransportGRPC, TransportKube)
 	}
-	f.reader = statusfeedback.NewStatusReader().WithMaxJsonRawLength(f.cfg.MaxJSONRawLength)
+	f.reader = newFeedbackReader(f.cfg.MaxJSONRawLength)
 	f.SetChurn(cfg.Churn)
 	f.registry = f.newRegistry()
 	return f, nil

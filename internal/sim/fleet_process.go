@@ -97,6 +97,11 @@ func (f *Fleet) applyWork(ctx context.Context, c *cluster, w *workv1.ManifestWor
 	if statusEqual(&status, &w.Status) {
 		return false, nil
 	}
+	c.mu.Lock()
+	if sw := c.works[w.Name]; sw != nil {
+		sw.sentGen = 0
+	}
+	c.mu.Unlock()
 	if _, err := f.patcher(c).PatchStatus(ctx, w, status, w.Status); err != nil {
 		return false, fmt.Errorf("report work %s/%s applied: %w", c.name, w.Name, err)
 	}
@@ -161,6 +166,11 @@ func (f *Fleet) reportStatus(ctx context.Context, c *cluster, w *workv1.Manifest
 	var seq uint32
 	var due, changed int64
 	if sw != nil && sw.hasApp {
+		if sw.sentGen == w.Generation && sw.sentChange == sw.app.changedAt && (sw.app.due == 0 || now.UnixNano() < sw.app.due) {
+			// Nothing changed since the last status sent: this event is that status coming back.
+			c.mu.Unlock()
+			return nil
+		}
 		sw.app.advance(now)
 		obj = f.applicationObject(&sw.app)
 		seq, due, changed = sw.seq, sw.app.due, sw.app.changedAt
@@ -185,23 +195,26 @@ func (f *Fleet) reportStatus(ctx context.Context, c *cluster, w *workv1.Manifest
 		ev.Sync, _, _ = unstructured.NestedString(obj.Object, "status", "sync", "status")
 		ev.Health, _, _ = unstructured.NestedString(obj.Object, "status", "health", "status")
 	}
-	f.reported(c, w.Name, seq, ev)
+	f.reported(c, w.Name, w.Generation, changed, seq, ev)
 	return nil
 }
 
 // reported records a status that was sent and tells whoever waits for it.
-func (f *Fleet) reported(c *cluster, work string, seq uint32, ev Event) {
+func (f *Fleet) reported(c *cluster, work string, gen, changed int64, seq uint32, ev Event) {
 	syncedHealthy := ev.Sync == SyncSynced && ev.Health == HealthHealthy
 	becameSynced := false
 	var notify []waiter
 	c.mu.Lock()
-	if sw := c.works[work]; sw != nil && sw.hasApp && sw.reported != syncedHealthy {
-		sw.reported = syncedHealthy
-		becameSynced = syncedHealthy
-		if syncedHealthy {
-			f.syncedHealthy.Add(1)
-		} else {
-			f.syncedHealthy.Add(-1)
+	if sw := c.works[work]; sw != nil && sw.hasApp {
+		sw.sentGen, sw.sentChange = gen, changed
+		if sw.reported != syncedHealthy {
+			sw.reported = syncedHealthy
+			becameSynced = syncedHealthy
+			if syncedHealthy {
+				f.syncedHealthy.Add(1)
+			} else {
+				f.syncedHealthy.Add(-1)
+			}
 		}
 	}
 	if ws := c.waiters[work]; len(ws) > 0 {

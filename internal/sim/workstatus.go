@@ -18,8 +18,8 @@ import (
 
 // This file writes a work's status as the OCM work agent (ocm v1.2.1) does: its manifest controller reports
 // the Applied conditions, then its status controller the Available conditions and the status feedback. The
-// conditions, reasons and messages are the agent's; the feedback values are read by the agent's own
-// StatusReader.
+// conditions, reasons and messages are the agent's; the feedback values are the agent's StatusReader's (see
+// feedbackReader).
 
 // Raw-JSON feedback limits of the two transports (see internal/agent): the hub's ManifestWork CRD caps a raw
 // value at 1024 characters; over gRPC the server's event size is the bound.
@@ -144,13 +144,20 @@ func appliedCurrent(work *workv1.ManifestWork) bool {
 	return c != nil && c.ObservedGeneration == work.Generation
 }
 
+// valuesReader reads the feedback values of one rule: the agent's StatusReader, or feedbackReader.
+type valuesReader interface {
+	GetValuesByRule(obj *unstructured.Unstructured, rule workv1.FeedbackRule) ([]workv1.FeedbackValue, error)
+}
+
+var _ valuesReader = (*statusfeedback.StatusReader)(nil)
+
 // objectReader returns the live object of a manifest on the simulated cluster, or nil when it does not exist.
 type objectReader func(m workv1.ManifestResourceMeta) *unstructured.Unstructured
 
 // availableStatus is the status the agent's status controller writes: each manifest's Available condition,
 // the feedback values of its feedback rules and the StatusFeedbackSynced condition, and the work's
 // aggregated Available condition. It returns the status unchanged before the work is applied.
-func availableStatus(work *workv1.ManifestWork, read objectReader, reader *statusfeedback.StatusReader) workv1.ManifestWorkStatus {
+func availableStatus(work *workv1.ManifestWork, read objectReader, reader valuesReader) workv1.ManifestWorkStatus {
 	status := *work.Status.DeepCopy()
 	if meta.FindStatusCondition(status.Conditions, workv1.WorkApplied) == nil {
 		return status
@@ -183,7 +190,7 @@ func availableStatus(work *workv1.ManifestWork, read objectReader, reader *statu
 
 // feedbackValues reads an object's feedback values as the agent's status controller does.
 func feedbackValues(obj *unstructured.Unstructured, option *workv1.ManifestConfigOption,
-	reader *statusfeedback.StatusReader) ([]workv1.FeedbackValue, metav1.Condition) {
+	reader valuesReader) ([]workv1.FeedbackValue, metav1.Condition) {
 	if option == nil || len(option.FeedbackRules) == 0 {
 		return nil, metav1.Condition{Type: statusFeedbackSynced, Reason: "NoStatusFeedbackSynced", Status: metav1.ConditionTrue}
 	}

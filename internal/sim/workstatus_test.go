@@ -42,7 +42,7 @@ func deliveredWork(t *testing.T, hub *unstructured.Unstructured) *workv1.Manifes
 }
 
 // agentStatus runs the agent's two steps on a work: apply (Applied), then read the status (Available, feedback).
-func agentStatus(t *testing.T, w *workv1.ManifestWork, cfg *ArgoConfig, a *app, limit int32) (*unstructured.Unstructured, *statusfeedback.StatusReader) {
+func agentStatus(t *testing.T, w *workv1.ManifestWork, cfg *ArgoConfig, a *app, limit int32) (*unstructured.Unstructured, valuesReader) {
 	t.Helper()
 	results, m := readManifests(w)
 	for _, r := range results {
@@ -58,7 +58,7 @@ func agentStatus(t *testing.T, w *workv1.ManifestWork, cfg *ArgoConfig, a *app, 
 	obj.SetName(a.name)
 	obj.SetNamespace(a.namespace)
 	obj.Object["status"] = cfg.status(a)
-	reader := statusfeedback.NewStatusReader().WithMaxJsonRawLength(limit)
+	reader := newFeedbackReader(limit)
 	w.Status = availableStatus(w, liveObjects(w, obj), reader)
 	return obj, reader
 }
@@ -111,7 +111,7 @@ func TestFeedbackRoundTrip(t *testing.T) {
 				a := &app{}
 				s.prepare(cfg, a)
 				w := deliveredWork(t, hubApplication("guestbook", good, nil))
-				obj, reader := agentStatus(t, w, cfg, a, limit)
+				obj, _ := agentStatus(t, w, cfg, a, limit)
 				m := w.Status.ResourceStatus.Manifests[0]
 				values := m.StatusFeedbacks.Values
 
@@ -125,9 +125,10 @@ func TestFeedbackRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 				option := &w.Spec.ManifestConfigs[0]
-				want, wantCond := feedbackValues(live, option, reader)
+				agent := statusfeedback.NewStatusReader().WithMaxJsonRawLength(limit)
+				want, wantCond := feedbackValues(live, option, agent)
 				if !equality.Semantic.DeepEqual(values, want) {
-					t.Errorf("feedback values differ from the reader's on the live object:\n got %v\nwant %v", values, want)
+					t.Errorf("feedback values differ from the agent reader's on the live object:\n got %v\nwant %v", values, want)
 				}
 
 				// The sections that do not fit, with the agent's condition.
@@ -348,6 +349,94 @@ func TestResourceOf(t *testing.T) {
 	} {
 		if got := resourceOf(kind); got != want {
 			t.Errorf("resourceOf(%s) = %s, want %s", kind, got, want)
+		}
+	}
+}
+
+// BenchmarkAgentStatus measures what the simulated agent does for one status of one Application: build the
+// simulated status, read the feedback with the agent's reader and compose the work status.
+func BenchmarkAgentStatus(b *testing.B) {
+	if err := enableRawFeedback(); err != nil {
+		b.Fatal(err)
+	}
+	cfg := &ArgoConfig{SyncDelay: time.Second, ResourcesPerApp: 2}
+	a := &app{}
+	now := time.Now()
+	cfg.apply(a, manifestOfApp(hubApplication("guestbook", goodRepo, nil)), now, time.Second)
+	a.advance(now.Add(time.Second))
+	t := &testing.T{}
+	w := deliveredWork(t, hubApplication("guestbook", goodRepo, nil))
+	results, _ := readManifests(w)
+	w.Status = appliedStatus(w, results)
+	reader := newFeedbackReader(GRPCMaxJSONRawLength)
+	b.ReportAllocs()
+	for b.Loop() {
+		obj := argocd.NewApplication()
+		obj.SetName(a.name)
+		obj.SetNamespace(a.namespace)
+		obj.Object["status"] = cfg.status(a)
+		_ = availableStatus(w, liveObjects(w, obj), reader)
+	}
+}
+
+// TestFeedbackReader: the simulator's reader gives what the agent's StatusReader gives, values and errors,
+// for simple paths, paths it hands over to the agent's reader, and values of every type and size.
+func TestFeedbackReader(t *testing.T) {
+	if err := enableRawFeedback(); err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON([]byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Application",
+		"metadata":{"name":"a","namespace":"argocd","generation":3},
+		"status":{"sync":{"status":"Synced","revision":"abc"},"health":{"status":"Healthy"},"nothing":null,
+		"big":{"list":[` + strings.Repeat(`"0123456789",`, 120) + `"x"]},"flag":true,"ratio":0.5,"count":7,"empty":{},"list":[],
+		"operationState":{"operation":{"info":[{"name":"argocd-pull.io/operation","value":"m1"},{"name":"other","value":"v"}]}}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	rules := []workv1.FeedbackRule{
+		{Type: workv1.JSONPathsType, JsonPaths: []workv1.JsonPath{
+			{Name: "sync", Path: ".status.sync.status"},
+			{Name: "syncSection", Path: ".status.sync"},
+			{Name: "missing", Path: ".status.missing.deeper"},
+			{Name: "throughString", Path: ".status.sync.status.deeper"},
+			{Name: "null", Path: ".status.nothing"},
+			{Name: "big", Path: ".status.big"},
+			{Name: "flag", Path: ".status.flag"},
+			{Name: "ratio", Path: ".status.ratio"},
+			{Name: "count", Path: ".status.count"},
+			{Name: "generation", Path: ".metadata.generation"},
+			{Name: "empty", Path: ".status.empty"},
+			{Name: "list", Path: ".status.list"},
+			{Name: "marker", Path: `.status.operationState.operation.info[?(@.name=="argocd-pull.io/operation")].value`},
+			{Name: "names", Path: `.status.operationState.operation.info[*].name`},
+			{Name: "bad", Path: `.status.[`},
+			{Name: "otherVersion", Path: ".status.sync", Version: "v1beta1"},
+			{Name: "sameVersion", Path: ".status.health", Version: "v1alpha1"},
+		}},
+		{Type: workv1.JSONPathsType, JsonPaths: []workv1.JsonPath{{Name: "bigAgain", Path: ".status.big"}}},
+		{Type: workv1.WellKnownStatusType},
+	}
+	for _, limit := range []int32{KubeMaxJSONRawLength, GRPCMaxJSONRawLength} {
+		agent := statusfeedback.NewStatusReader().WithMaxJsonRawLength(limit)
+		fast := newFeedbackReader(limit)
+		for _, rule := range rules {
+			want, wantErr := agent.GetValuesByRule(obj, rule)
+			for range 2 { // the second time from the reader's path cache
+				got, err := fast.GetValuesByRule(obj, rule)
+				if !equality.Semantic.DeepEqual(got, want) {
+					t.Errorf("limit %d, rule %s: values\n got %v\nwant %v", limit, rule.Type, got, want)
+				}
+				if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+					t.Errorf("limit %d, rule %s: error\n got %v\nwant %v", limit, rule.Type, err, wantErr)
+				}
+			}
+		}
+		// And the condition the agent builds from them.
+		option := &workv1.ManifestConfigOption{FeedbackRules: rules}
+		gotValues, gotCond := feedbackValues(obj, option, fast)
+		wantValues, wantCond := feedbackValues(obj, option, agent)
+		if !equality.Semantic.DeepEqual(gotValues, wantValues) || gotCond != wantCond {
+			t.Errorf("limit %d: condition\n got %+v\nwant %+v", limit, gotCond, wantCond)
 		}
 	}
 }
