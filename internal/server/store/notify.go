@@ -59,8 +59,8 @@ func notifyPayloads(instance string, notes []Notification) ([]string, error) {
 	return payloads, nil
 }
 
-// notify queues the notifications in the transaction; PostgreSQL delivers them when it commits.
-func (s *pgStore) notify(ctx context.Context, tx pgx.Tx, notes []Notification) error {
+// queueNotify queues the notifications of a transaction; PostgreSQL delivers them when it commits.
+func (s *pgStore) queueNotify(b *pgx.Batch, notes []Notification) error {
 	if len(notes) == 0 {
 		return nil
 	}
@@ -68,7 +68,20 @@ func (s *pgStore) notify(ctx context.Context, tx pgx.Tx, notes []Notification) e
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", notifyChannel, payloads); err != nil {
+	b.Queue("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", notifyChannel, payloads)
+	return nil
+}
+
+// notify sends the notifications in a transaction.
+func (s *pgStore) notify(ctx context.Context, tx pgx.Tx, notes []Notification) error {
+	b := &pgx.Batch{}
+	if err := s.queueNotify(b, notes); err != nil {
+		return err
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("notify %d changes: %w", len(notes), err)
 	}
 	return nil

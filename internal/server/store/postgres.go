@@ -86,6 +86,23 @@ func (s *pgStore) Ping(ctx context.Context) (err error) {
 	return nil
 }
 
+// inTx runs fn on a pooled connection. fn begins and commits the transaction itself, so that BEGIN and
+// COMMIT travel with other statements in pipelined batches instead of taking round trips of their own; a
+// transaction fn leaves open is rolled back (or its connection dropped).
+func (s *pgStore) inTx(ctx context.Context, fn func(conn *pgx.Conn) error) error {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire a database connection: %w", err)
+	}
+	defer pc.Release()
+	err = fn(pc.Conn())
+	if pc.Conn().PgConn().TxStatus() != 'I' && !pc.Conn().IsClosed() {
+		// On failure the pool drops the connection, which ends the transaction too.
+		_, _ = pc.Conn().Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	return err
+}
+
 // timed starts timing an operation; the returned function, deferred, reports it with the error *err holds.
 func (s *pgStore) timed(op string, err *error) func() {
 	start := time.Now()

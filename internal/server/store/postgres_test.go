@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 )
 
@@ -100,6 +102,35 @@ func TestMigrateTwiceAndConcurrently(t *testing.T) {
 	}
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPayloadCompression: the migrations store specs and statuses with lz4 where the server supports it,
+// and writes are durable whatever the database's default.
+func TestPayloadCompression(t *testing.T) {
+	ctx := context.Background()
+	s, url := newTestStore(t, "a")
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	var methods string
+	if err := conn.QueryRow(ctx, `SELECT string_agg(attname || '=' || attcompression::text, ',' ORDER BY attname)
+		FROM pg_attribute WHERE attrelid = 'resources'::regclass AND attname IN ('spec', 'status')`).Scan(&methods); err != nil {
+		t.Fatal(err)
+	}
+	if methods != "spec=l,status=l" {
+		if _, err := conn.Exec(ctx, "ALTER TABLE resources ALTER COLUMN status SET COMPRESSION lz4"); err == nil {
+			t.Fatalf("compression %s after the migrations, though this server supports lz4", methods)
+		}
+	}
+	var syncCommit string
+	if err := s.(*pgStore).pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&syncCommit); err != nil {
+		t.Fatal(err)
+	}
+	if syncCommit != "on" {
+		t.Errorf("the store's sessions run with synchronous_commit=%s; acknowledged writes could be lost", syncCommit)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // errRetry asks ApplySpecs to run its transaction again: a row it meant to create appeared meanwhile.
@@ -113,16 +114,36 @@ func (s *pgStore) ApplySpecs(ctx context.Context, writes []SpecWrite, autoRegist
 	return results, nil
 }
 
+// applySpecsOnce decides and writes a batch in one transaction of three round trips: BEGIN with the
+// consumer lookup and the row locks, then the writes and the notifications, then COMMIT once their
+// results are checked.
 func (s *pgStore) applySpecsOnce(ctx context.Context, writes []SpecWrite, autoRegister bool) ([]SpecResult, error) {
 	results := make([]SpecResult, len(writes))
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		known, err := knownConsumers(ctx, tx, writes, autoRegister)
-		if err != nil {
-			return err
+	err := s.inTx(ctx, func(conn *pgx.Conn) error {
+		names := consumerNames(writes)
+		known := make(map[string]bool, len(names))
+		states, order := newSpecStates(writes)
+		read := &pgx.Batch{}
+		read.Queue("BEGIN")
+		if autoRegister {
+			read.Queue(`INSERT INTO consumers (id, name)
+				SELECT gen_random_uuid()::text, n FROM unnest($1::text[]) AS n ORDER BY n
+				ON CONFLICT (name) DO NOTHING`, names)
 		}
-		states, order, err := lockSpecStates(ctx, tx, writes)
-		if err != nil {
+		read.Queue("SELECT name FROM consumers WHERE name = ANY($1)", names).Query(func(rows pgx.Rows) error {
+			found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			for _, n := range found {
+				known[n] = true
+			}
 			return err
+		})
+		read.Queue(`SELECT id, consumer_name, source, version, spec_hash, deleted_at,
+				status_version IS DISTINCT FROM version
+			FROM resources WHERE id = ANY($1) ORDER BY id FOR UPDATE`, order).Query(func(rows pgx.Rows) error {
+			return scanSpecStates(rows, states)
+		})
+		if err := conn.SendBatch(ctx, read).Close(); err != nil {
+			return fmt.Errorf("look up consumers and lock resources: %w", err)
 		}
 		now := time.Now()
 		var notes []Notification
@@ -130,10 +151,24 @@ func (s *pgStore) applySpecsOnce(ctx context.Context, writes []SpecWrite, autoRe
 			results[i] = decideSpec(w, states[w.ID], known[w.Consumer], now)
 			notes = append(notes, specNotification(results[i])...)
 		}
-		if err := writeSpecStates(ctx, tx, states, order); err != nil {
+		write := &pgx.Batch{}
+		queueSpecWrites(write, states, order)
+		if err := s.queueNotify(write, notes); err != nil {
 			return err
 		}
-		return s.notify(ctx, tx, notes)
+		err := conn.SendBatch(ctx, write).Close()
+		switch {
+		case errors.Is(err, errRetry):
+			return err
+		case pgCode(err) == codeForeignKeyViolation:
+			return fmt.Errorf("%w: a consumer was deleted while its resources were being created", ErrConsumerNotFound)
+		case err != nil:
+			return fmt.Errorf("write resources: %w", err)
+		}
+		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		return nil
 	})
 	return results, err
 }
@@ -150,9 +185,8 @@ func specNotification(r SpecResult) []Notification {
 	return nil
 }
 
-// knownConsumers returns which of the consumers the writes name are registered, registering them first
-// when autoRegister is set.
-func knownConsumers(ctx context.Context, tx pgx.Tx, writes []SpecWrite, autoRegister bool) (map[string]bool, error) {
+// consumerNames returns the consumers the writes name, each once.
+func consumerNames(writes []SpecWrite) []string {
 	names := make([]string, 0, len(writes))
 	seen := map[string]bool{}
 	for _, w := range writes {
@@ -161,31 +195,12 @@ func knownConsumers(ctx context.Context, tx pgx.Tx, writes []SpecWrite, autoRegi
 			names = append(names, w.Consumer)
 		}
 	}
-	if autoRegister {
-		if _, err := tx.Exec(ctx, `INSERT INTO consumers (id, name)
-			SELECT gen_random_uuid()::text, n FROM unnest($1::text[]) AS n ORDER BY n
-			ON CONFLICT (name) DO NOTHING`, names); err != nil {
-			return nil, fmt.Errorf("register consumers: %w", err)
-		}
-	}
-	rows, err := tx.Query(ctx, "SELECT name FROM consumers WHERE name = ANY($1)", names)
-	if err != nil {
-		return nil, fmt.Errorf("look up consumers: %w", err)
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("look up consumers: %w", err)
-	}
-	known := make(map[string]bool, len(found))
-	for _, n := range found {
-		known[n] = true
-	}
-	return known, nil
+	return names
 }
 
-// lockSpecStates locks the existing rows the writes touch, in id order so that concurrent batches
-// cannot deadlock, and returns their states plus the ids in first-seen order.
-func lockSpecStates(ctx context.Context, tx pgx.Tx, writes []SpecWrite) (map[string]*specState, []string, error) {
+// newSpecStates returns an empty state for every resource the writes name, and the ids in first-seen order.
+// The rows are locked in id order, so that concurrent batches cannot deadlock.
+func newSpecStates(writes []SpecWrite) (map[string]*specState, []string) {
 	states := make(map[string]*specState, len(writes))
 	order := make([]string, 0, len(writes))
 	for _, w := range writes {
@@ -194,29 +209,24 @@ func lockSpecStates(ctx context.Context, tx pgx.Tx, writes []SpecWrite) (map[str
 			order = append(order, w.ID)
 		}
 	}
-	rows, err := tx.Query(ctx, `SELECT id, consumer_name, source, version, spec_hash, deleted_at,
-			status_version IS DISTINCT FROM version
-		FROM resources WHERE id = ANY($1) ORDER BY id FOR UPDATE`, order)
-	if err != nil {
-		return nil, nil, fmt.Errorf("lock resources: %w", err)
-	}
-	defer rows.Close()
+	return states, order
+}
+
+// scanSpecStates fills the states of the locked rows.
+func scanSpecStates(rows pgx.Rows, states map[string]*specState) error {
 	for rows.Next() {
 		var id string
 		st := specState{exists: true}
 		if err := rows.Scan(&id, &st.consumer, &st.source, &st.version, &st.hash, &st.deletedAt, &st.undelivered); err != nil {
-			return nil, nil, fmt.Errorf("lock resources: %w", err)
+			return err
 		}
 		*states[id] = st
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("lock resources: %w", err)
-	}
-	return states, order, nil
+	return rows.Err()
 }
 
-// writeSpecStates persists what the decisions changed: new rows, updated specs, deletion marks.
-func writeSpecStates(ctx context.Context, tx pgx.Tx, states map[string]*specState, order []string) error {
+// queueSpecWrites queues what the decisions changed: new rows, updated specs, deletion marks.
+func queueSpecWrites(b *pgx.Batch, states map[string]*specState, order []string) {
 	var inserts, updates []*SpecRow
 	var hashes, updateHashes []string
 	var delIDs []string
@@ -233,13 +243,9 @@ func writeSpecStates(ctx context.Context, tx pgx.Tx, states map[string]*specStat
 			delIDs, delVersions = append(delIDs, id), append(delVersions, st.deleteVersion)
 		}
 	}
-	if err := insertSpecs(ctx, tx, inserts, hashes); err != nil {
-		return err
-	}
-	if err := updateSpecs(ctx, tx, updates, updateHashes); err != nil {
-		return err
-	}
-	return markDeleted(ctx, tx, delIDs, delVersions)
+	queueInsertSpecs(b, inserts, hashes)
+	queueUpdateSpecs(b, updates, updateHashes)
+	queueMarkDeleted(b, delIDs, delVersions)
 }
 
 type specColumns struct {
@@ -262,53 +268,42 @@ func columnsOf(rows []*SpecRow) specColumns {
 	return c
 }
 
-func insertSpecs(ctx context.Context, tx pgx.Tx, rows []*SpecRow, hashes []string) error {
+// queueInsertSpecs queues the new rows. A row another transaction created meanwhile is not inserted, and
+// the batch is retried (errRetry); a consumer deleted meanwhile fails it.
+func queueInsertSpecs(b *pgx.Batch, rows []*SpecRow, hashes []string) {
 	if len(rows) == 0 {
-		return nil
+		return
 	}
 	c := columnsOf(rows)
-	tag, err := tx.Exec(ctx, `INSERT INTO resources (id, consumer_name, source, name, version, meta, spec, spec_hash)
+	b.Queue(`INSERT INTO resources (id, consumer_name, source, name, version, meta, spec, spec_hash)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bytea[], $7::bytea[], $8::text[])
 		ON CONFLICT (id) DO NOTHING`,
-		c.ids, c.consumers, c.sources, c.names, c.versions, c.metas, c.specs, hashes)
-	if pgCode(err) == codeForeignKeyViolation {
-		return fmt.Errorf("%w: a consumer was deleted while its resources were being created", ErrConsumerNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("insert resources: %w", err)
-	}
-	if int(tag.RowsAffected()) != len(rows) {
-		return errRetry
-	}
-	return nil
+		c.ids, c.consumers, c.sources, c.names, c.versions, c.metas, c.specs, hashes).Exec(func(tag pgconn.CommandTag) error {
+		if int(tag.RowsAffected()) != len(rows) {
+			return errRetry
+		}
+		return nil
+	})
 }
 
-func updateSpecs(ctx context.Context, tx pgx.Tx, rows []*SpecRow, hashes []string) error {
+func queueUpdateSpecs(b *pgx.Batch, rows []*SpecRow, hashes []string) {
 	if len(rows) == 0 {
-		return nil
+		return
 	}
 	c := columnsOf(rows)
-	_, err := tx.Exec(ctx, `UPDATE resources r SET name = u.name, version = u.version, meta = u.meta, spec = u.spec,
+	b.Queue(`UPDATE resources r SET name = u.name, version = u.version, meta = u.meta, spec = u.spec,
 			spec_hash = u.hash, updated_at = now(), published_at = now(), republish_count = 0
 		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[], $5::bytea[], $6::text[])
 			AS u(id, name, version, meta, spec, hash)
 		WHERE r.id = u.id`,
 		c.ids, c.names, c.versions, c.metas, c.specs, hashes)
-	if err != nil {
-		return fmt.Errorf("update resources: %w", err)
-	}
-	return nil
 }
 
-func markDeleted(ctx context.Context, tx pgx.Tx, ids []string, versions []int64) error {
+func queueMarkDeleted(b *pgx.Batch, ids []string, versions []int64) {
 	if len(ids) == 0 {
-		return nil
+		return
 	}
-	_, err := tx.Exec(ctx, `UPDATE resources r SET deleted_at = now(), version = d.version, updated_at = now(),
+	b.Queue(`UPDATE resources r SET deleted_at = now(), version = d.version, updated_at = now(),
 			published_at = now(), republish_count = 0
 		FROM unnest($1::text[], $2::bigint[]) AS d(id, version) WHERE r.id = d.id`, ids, versions)
-	if err != nil {
-		return fmt.Errorf("mark resources deleted: %w", err)
-	}
-	return nil
 }

@@ -55,23 +55,38 @@ func decideStatus(w StatusWrite, st *statusState) StatusResult {
 	return StatusResult{Outcome: StatusApplied, Row: row}
 }
 
+// ApplyStatuses decides and writes a batch in one transaction of two round trips: BEGIN with the row locks,
+// then the writes, the notifications and COMMIT.
 func (s *pgStore) ApplyStatuses(ctx context.Context, writes []StatusWrite) (results []StatusResult, err error) {
 	defer s.timed("apply_statuses", &err)()
 	results = make([]StatusResult, len(writes))
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		states, order, err := lockStatusStates(ctx, tx, writes)
-		if err != nil {
-			return err
+	err = s.inTx(ctx, func(conn *pgx.Conn) error {
+		states, order := newStatusStates(writes)
+		lock := &pgx.Batch{}
+		lock.Queue("BEGIN")
+		lock.Queue(`SELECT id, consumer_name, source, version, status_version, status_sequence,
+				coalesce(status_hash, ''), deleted_at IS NOT NULL
+			FROM resources WHERE id = ANY($1) ORDER BY id FOR UPDATE`, order).Query(func(rows pgx.Rows) error {
+			return scanStatusStates(rows, states)
+		})
+		if err := conn.SendBatch(ctx, lock).Close(); err != nil {
+			return fmt.Errorf("lock resources: %w", err)
 		}
 		var notes []Notification
 		for i, w := range writes {
 			results[i] = decideStatus(w, states[w.ID])
 			notes = append(notes, statusNotification(results[i])...)
 		}
-		if err := writeStatusStates(ctx, tx, states, order); err != nil {
+		write := &pgx.Batch{}
+		queueStatusWrites(write, states, order)
+		if err := s.queueNotify(write, notes); err != nil {
 			return err
 		}
-		return s.notify(ctx, tx, notes)
+		write.Queue("COMMIT")
+		if err := conn.SendBatch(ctx, write).Close(); err != nil {
+			return fmt.Errorf("write statuses: %w", err)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("apply %d status events: %w", len(writes), err)
@@ -93,7 +108,8 @@ func statusNotification(r StatusResult) []Notification {
 	return nil
 }
 
-func lockStatusStates(ctx context.Context, tx pgx.Tx, writes []StatusWrite) (map[string]*statusState, []string, error) {
+// newStatusStates returns an empty state for every resource the writes name, and the ids in first-seen order.
+func newStatusStates(writes []StatusWrite) (map[string]*statusState, []string) {
 	states := make(map[string]*statusState, len(writes))
 	order := make([]string, 0, len(writes))
 	for _, w := range writes {
@@ -102,29 +118,25 @@ func lockStatusStates(ctx context.Context, tx pgx.Tx, writes []StatusWrite) (map
 			order = append(order, w.ID)
 		}
 	}
-	rows, err := tx.Query(ctx, `SELECT id, consumer_name, source, version, status_version, status_sequence,
-			coalesce(status_hash, ''), deleted_at IS NOT NULL
-		FROM resources WHERE id = ANY($1) ORDER BY id FOR UPDATE`, order)
-	if err != nil {
-		return nil, nil, fmt.Errorf("lock resources: %w", err)
-	}
-	defer rows.Close()
+	return states, order
+}
+
+// scanStatusStates fills the states of the locked rows.
+func scanStatusStates(rows pgx.Rows, states map[string]*statusState) error {
 	for rows.Next() {
 		var id string
 		st := statusState{exists: true}
 		if err := rows.Scan(&id, &st.consumer, &st.source, &st.version, &st.statusVersion, &st.statusSequence,
 			&st.hash, &st.deleting); err != nil {
-			return nil, nil, fmt.Errorf("lock resources: %w", err)
+			return err
 		}
 		*states[id] = st
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("lock resources: %w", err)
-	}
-	return states, order, nil
+	return rows.Err()
 }
 
-func writeStatusStates(ctx context.Context, tx pgx.Tx, states map[string]*statusState, order []string) error {
+// queueStatusWrites queues what the decisions changed: new statuses, and removed rows.
+func queueStatusWrites(b *pgx.Batch, states map[string]*statusState, order []string) {
 	var ids, hashes, removed []string
 	var versions, sequences []int64
 	var statuses [][]byte
@@ -141,19 +153,13 @@ func writeStatusStates(ctx context.Context, tx pgx.Tx, states map[string]*status
 		}
 	}
 	if len(ids) > 0 {
-		_, err := tx.Exec(ctx, `UPDATE resources r SET status = u.status, status_version = u.version,
+		b.Queue(`UPDATE resources r SET status = u.status, status_version = u.version,
 				status_sequence = u.sequence, status_hash = u.hash, status_updated_at = now()
 			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::bytea[])
 				AS u(id, version, sequence, hash, status)
 			WHERE r.id = u.id`, ids, versions, sequences, hashes, statuses)
-		if err != nil {
-			return fmt.Errorf("update statuses: %w", err)
-		}
 	}
 	if len(removed) > 0 {
-		if _, err := tx.Exec(ctx, "DELETE FROM resources WHERE id = ANY($1)", removed); err != nil {
-			return fmt.Errorf("remove deleted resources: %w", err)
-		}
+		b.Queue("DELETE FROM resources WHERE id = ANY($1)", removed)
 	}
-	return nil
 }
