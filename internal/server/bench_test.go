@@ -213,7 +213,7 @@ func postgresCPU(b *testing.B) float64 {
 const clockTicks = 100
 
 // benchWork is a work as the sdk-go source client publishes it when it creates one.
-func benchWork(b *testing.B, cluster string, i int) *workv1.ManifestWork {
+func benchWork(b testing.TB, cluster string, i int) *workv1.ManifestWork {
 	w := realisticWork(b, cluster, i)
 	w.UID = works2UID("hub", cluster, w.Name)
 	w.Generation, w.ResourceVersion = 1, "0"

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"hash/fnv"
 	"sync"
 	"time"
@@ -312,9 +311,4 @@ func eventTypeLabel(t string) string {
 		return "unknown"
 	}
 	return string(et.SubResource) + "." + string(et.Action)
-}
-
-// isCause reports whether a stream ended because of one of the server's own causes.
-func isCause(ctx context.Context, target error) bool {
-	return errors.Is(context.Cause(ctx), target)
 }

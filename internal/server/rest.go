@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -292,7 +293,7 @@ func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, id Identity
 		writeError(w, r, http.StatusBadRequest, errCodeBadSearch, "failed to parse search query: "+err.Error())
 		return
 	}
-	if !id.isAdmin() && !(id.Kind == KindSource && q.Source == id.Name) {
+	if !id.isAdmin() && (id.Kind != KindSource || q.Source != id.Name) {
 		forbid(w, r, id, "list resource bundles without the search term source = '"+id.Name+"'")
 		return
 	}
@@ -327,7 +328,7 @@ func (s *Server) getBundle(w http.ResponseWriter, r *http.Request, id Identity) 
 		writeStoreError(w, r, err)
 		return
 	}
-	if !id.isAdmin() && !(id.Kind == KindSource && b.Source == id.Name) {
+	if !id.isAdmin() && (id.Kind != KindSource || b.Source != id.Name) {
 		forbid(w, r, id, "read resource bundle "+b.ID)
 		return
 	}
@@ -349,17 +350,25 @@ func presentBundle(b store.Bundle) (ResourceBundleJSON, error) {
 		DeleteOption    map[string]any   `json:"deleteOption"`
 		ManifestConfigs []map[string]any `json:"manifestConfigs"`
 	}
-	if err := json.Unmarshal(b.Spec, &spec); err != nil {
+	if err := decodeExact(b.Spec, &spec); err != nil {
 		return out, fmt.Errorf("decode spec of resource bundle %s: %w", b.ID, err)
 	}
 	out.Manifests, out.DeleteOption, out.ManifestConfigs = spec.Manifests, spec.DeleteOption, spec.ManifestConfigs
 	if len(b.Status) == 0 {
 		return out, nil
 	}
-	if err := json.Unmarshal(b.Status, &out.Status); err != nil {
+	if err := decodeExact(b.Status, &out.Status); err != nil {
 		return out, fmt.Errorf("decode status of resource bundle %s: %w", b.ID, err)
 	}
 	out.Status["ObservedVersion"] = b.StatusVersion
 	out.Status["SequenceID"] = strconv.FormatInt(b.StatusSequence, 10)
 	return out, nil
+}
+
+// decodeExact decodes JSON keeping numbers as they were written: a source that rebuilds its works from the
+// list hashes their statuses, and an integer above 2^53 turned into a float would change the hash.
+func decodeExact(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return dec.Decode(v)
 }

@@ -16,13 +16,11 @@ import (
 
 	workv1 "open-cluster-management.io/api/work/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
-)
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/statushash"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/payload"
 
-// restList gets one page of resource bundles (up to the maximum page size) from an anonymous server.
-func restList(t *testing.T, s *Server, search string) List[ResourceBundleJSON] {
-	t.Helper()
-	return restPage(t, s, url.Values{"search": {search}, "size": {"1000"}})
-}
+	"github.com/argocd-pull/argocd-pull/internal/server/store"
+)
 
 func restPage(t *testing.T, s *Server, q url.Values) List[ResourceBundleJSON] {
 	t.Helper()
@@ -170,5 +168,41 @@ func TestRESTListAndConsumers(t *testing.T) {
 	}
 	if line := scrape(t, s, "argocd_pull_server_connected_agents"); line != "argocd_pull_server_connected_agents "+strconv.Itoa(2) {
 		t.Errorf("connected agents: %q", line)
+	}
+}
+
+// TestRESTKeepsStatusesExact: a status listed through the REST API decodes to the status the agent reported,
+// so a source that rebuilds its works from the list hashes it as the agent did (an integer above 2^53 too).
+func TestRESTKeepsStatusesExact(t *testing.T) {
+	big := int64(1<<53 + 1)
+	work := realisticWork(t, "cluster1", 1)
+	work.Status = realisticStatus(work, 1)
+	work.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values = append(work.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values,
+		workv1.FeedbackValue{Name: "replicas", Value: workv1.FieldValue{Type: workv1.Integer, Integer: &big}})
+	reported, err := statushash.StatusHash(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(payload.ManifestBundleStatus{Conditions: work.Status.Conditions, ResourceStatus: work.Status.ResourceStatus.Manifests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := presentBundle(store.Bundle{SpecRow: store.SpecRow{ID: "r1", Spec: []byte(`{"manifests":[]}`)}, Status: data,
+		StatusVersion: 1, StatusSequence: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := json.Marshal(out.Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status payload.ManifestBundleStatus
+	if err := json.Unmarshal(listed, &status); err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := &workv1.ManifestWork{Status: workv1.ManifestWorkStatus{Conditions: status.Conditions,
+		ResourceStatus: workv1.ManifestResourceStatus{Manifests: status.ResourceStatus}}}
+	if got, err := statushash.StatusHash(rebuilt); err != nil || got != reported {
+		t.Fatalf("the listed status hashes to %s (%v), the reported one to %s", got, err, reported)
 	}
 }
