@@ -77,6 +77,12 @@ demo: setup build $(BIN)/kubectl ## Bring a whole fleet up on loopback, run an A
 demo-down: ## Stop the fleet of make demo
 	@if [ -x $(BIN)/argocd-pull ]; then $(BIN)/argocd-pull demo down --dir $(DEMO_DIR); else echo "no demo"; fi
 
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: setup ## Run the 150,000-Application benchmark (15,000 in both transports, 150,000 in the Maestro mode); writes docs/bench
+	go run ./test/bench -out docs/bench $(BENCH_FLAGS)
+
 .PHONY: lint
 lint: $(BIN)/golangci-lint ## Run golangci-lint
 	$(BIN)/golangci-lint run ./...

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/appsetreport"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"k8s.io/client-go/rest"
 )
 
 func TestReportAfterCreate(t *testing.T) {
@@ -377,4 +379,51 @@ func TestReportFromApplicationController(t *testing.T) {
 	if got := summary(r); got != "1/0/1/0/1/0" {
 		t.Errorf("summary %s, want 1/0/1/0/1/0", got)
 	}
+}
+
+// TestNoWritesAtRest: once the report is right, the controller sends no request that writes it while nothing
+// changes (a no-op server-side apply is still a request the apiserver counts).
+func TestNoWritesAtRest(t *testing.T) {
+	c := hubClient(t)
+	startReporter(t, options(200*time.Millisecond))
+	ns := namespace(t, c)
+	appSet := createAppSet(t, c, ns, "guestbook")
+	createApp(t, c, appSet, "guestbook-c1", "c1", appStatus("Synced", "Healthy"))
+	createApp(t, c, appSet, "guestbook-c2", "c2", appStatus("OutOfSync", "Degraded", withCondition("SyncError", "failed")))
+	createApp(t, c, appSet, "guestbook-c3", "c3", nil)
+	waitReport(t, c, ns, "guestbook", expectSummary("3/1/2/1/2/0"))
+	time.Sleep(time.Second) // let the writes that follow the first one settle
+	before := reportWrites(t)
+	time.Sleep(3 * time.Second)
+	if after := reportWrites(t); after != before {
+		t.Fatalf("%v report writes at rest", after-before)
+	}
+}
+
+// reportWrites is the hub apiserver's count of write requests to MulticlusterApplicationSetReports.
+func reportWrites(t *testing.T) float64 {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(env.Hub.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Get(env.Hub.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `resource="multiclusterapplicationsetreports"`) &&
+			!strings.Contains(line, `verb="GET"`) && !strings.Contains(line, `verb="LIST"`) && !strings.Contains(line, `verb="WATCH"`) {
+			var v float64
+			_, _ = fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			total += v
+		}
+	}
+	return total
 }

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argocd-pull/argocd-pull/internal/testenv"
+)
+
+// TestSmallBenchmark runs the benchmark at 20 × 10 in both transports with short phases, so that the
+// benchmark's code is exercised by every test run. It checks the run's own results, not its speed.
+func TestSmallBenchmark(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	closeLog, err := logToFile(filepath.Join(dir, "bench.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeLog()
+	bin, err := testenv.BuildArgocdPull(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []*Result
+	for _, tr := range []string{"grpc", "kube"} {
+		sc := Scenario{Transport: tr, Clusters: 20, AppSets: 10, Concurrency: 16, QPS: 500, Burst: 1000,
+			SyncDelay: time.Second, Settle: 6 * time.Second, RestPeriod: 10 * time.Second, Latency: 10 * time.Second, LatencyRate: 5,
+			Binary: bin, Dir: filepath.Join(dir, tr), Log: func(f string, a ...any) { t.Logf(tr+": "+f, a...) }}
+		r, err := run(ctx, sc)
+		if err != nil {
+			t.Fatalf("%s: %v", tr, err)
+		}
+		if r.Synced <= 0 || r.Delivered <= 0 || r.Delivered > r.Synced || r.Floor <= 0 {
+			t.Errorf("%s: times: delivered %s, synced %s, floor %s", tr, r.Delivered, r.Synced, r.Floor)
+		}
+		if r.RestStatusEvents != 0 || r.RestHubWrites != 0 {
+			t.Errorf("%s: at rest, %v status events and %v hub writes per minute (%v)", tr, r.RestStatusEvents, r.RestHubWrites, r.RestHubWritesByResource)
+		}
+		if r.LatencySamples == 0 {
+			t.Errorf("%s: no status latency measured", tr)
+		}
+		if r.Orphans != 0 || r.DeleteApps == 0 {
+			t.Errorf("%s: deletion: %d orphans, %s", tr, r.Orphans, r.DeleteApps)
+		}
+		if r.Usage["controller"].PeakRSSBytes == 0 || r.Requests["POST"] < 200 {
+			t.Errorf("%s: usage %v, requests %v", tr, r.Usage, r.Requests)
+		}
+		results = append(results, r)
+	}
+	for _, plot := range []func([]*Result, string) error{plotProgress, plotMemory} {
+		path := filepath.Join(dir, "plot.png")
+		if err := plot(results, path); err != nil {
+			t.Fatal(err)
+		}
+		if info, err := os.Stat(path); err != nil || info.Size() < 1000 {
+			t.Fatalf("plot: %v", err)
+		}
+	}
+	table := markdown(results, "test", machine())
+	for _, want := range []string{"20 × 10, grpc", "20 × 10, kube", "ratio to the floor", "controller: peak RSS"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/controller"
+)
+
+// requestCounts are the hub apiserver's requests by verb (apiserver_request_total).
+type requestCounts map[string]float64
+
+// hubRequests scrapes the apiserver's request counters, by verb and by "verb resource".
+func hubRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape apiserver metrics: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	counts := requestCounts{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		labels, value, _ := strings.Cut(line[len("apiserver_request_total{"):], "} ")
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		verb, resource := label(labels, "verb"), label(labels, "resource")
+		counts[verb] += v
+		counts[verb+" "+resource] += v
+	}
+	return counts, sc.Err()
+}
+
+func label(labels, name string) string {
+	i := strings.Index(labels, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := labels[i+len(name)+2:]
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+// writes is the number of mutating requests.
+func (c requestCounts) writes() float64 {
+	return c["POST"] + c["PUT"] + c["PATCH"] + c["DELETE"] + c["APPLY"]
+}
+
+// writesByResource is the writes per minute by resource.
+func (c requestCounts) writesByResource(minutes float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range c {
+		verb, resource, ok := strings.Cut(k, " ")
+		if ok && (verb == "POST" || verb == "PUT" || verb == "PATCH" || verb == "DELETE" || verb == "APPLY") {
+			out[resource] += v / minutes
+		}
+	}
+	return out
+}
+
+// sub returns c - base, for the counters that grew.
+func (c requestCounts) sub(base requestCounts) requestCounts {
+	out := requestCounts{}
+	for k, v := range c {
+		if d := v - base[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// clientFor is a hub client with the benchmark's client settings.
+func clientFor(cfg *rest.Config, qps float32, burst int) (client.Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = qps, burst
+	return client.New(cfg, client.Options{Scheme: controller.Scheme()})
+}
+
+// appSetName names the k-th ApplicationSet.
+func appSetName(k int) string { return fmt.Sprintf("set-%02d", k) }
+
+// createAppSets creates K ApplicationSets. No ApplicationSet controller runs: createApplications writes the
+// Applications it would generate.
+func createAppSets(ctx context.Context, c client.Client, namespace string, k int) ([]*unstructured.Unstructured, error) {
+	var sets []*unstructured.Unstructured
+	for i := range k {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(argocd.ApplicationSetGVK)
+		u.SetNamespace(namespace)
+		u.SetName(appSetName(i))
+		u.Object["spec"] = map[string]any{
+			"generators": []any{map[string]any{"clusterDecisionResource": map[string]any{
+				"configMapRef":  "ocm-placement-generator",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{"cluster.open-cluster-management.io/placement": "all-clusters"}},
+			}}},
+			"template": map[string]any{"metadata": map[string]any{}, "spec": map[string]any{
+				"project": "default", "destination": map[string]any{"server": "{{server}}", "namespace": u.GetName()},
+			}},
+		}
+		if err := c.Create(ctx, u); err != nil {
+			return nil, fmt.Errorf("create applicationset %s: %w", u.GetName(), err)
+		}
+		sets = append(sets, u)
+	}
+	return sets, nil
+}
+
+// pullApplication is the Application the ApplicationSet controller generates for one cluster from a pull-model
+// template: owned by the ApplicationSet, labelled and annotated for pull delivery.
+func pullApplication(set *unstructured.Unstructured, cluster string) *unstructured.Unstructured {
+	app := argocd.NewApplication()
+	app.SetNamespace(set.GetNamespace())
+	app.SetName(cluster + "-" + set.GetName())
+	app.SetLabels(map[string]string{argocd.LabelPull: "true"})
+	app.SetAnnotations(map[string]string{
+		argocd.AnnotationSkipReconcile:  "true",
+		argocd.AnnotationManagedCluster: cluster,
+		argocd.AnnotationAppNamespace:   "argocd",
+	})
+	app.SetFinalizers([]string{argocd.ResourcesFinalizer})
+	yes := true
+	app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet",
+		Name: set.GetName(), UID: set.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}})
+	app.Object["spec"] = map[string]any{
+		"project": "default",
+		"source": map[string]any{"repoURL": "https://git.example.com/fleet/" + set.GetName() + ".git",
+			"targetRevision": "main", "path": "apps/" + set.GetName()},
+		"destination": map[string]any{"server": "https://" + cluster + ".ocm-pull.invalid", "namespace": set.GetName()},
+		"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true}, "syncOptions": []any{"CreateNamespace=true"}},
+	}
+	return app
+}
+
+// forEach runs f over n items with the given concurrency and reports how many failed.
+func forEach(ctx context.Context, n, concurrency int, f func(ctx context.Context, i int) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(concurrency)
+	var failed atomic.Int64
+	var first atomic.Value
+	for i := range n {
+		g.Go(func() error {
+			if err := f(gctx, i); err != nil {
+				if failed.Add(1) == 1 {
+					first.Store(err)
+				}
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if n := failed.Load(); n > 0 {
+		return fmt.Errorf("%d of %d failed, first: %v", n, n, first.Load())
+	}
+	return nil
+}
+
+// floorStatus is a status of about 2 KB, as the floor writes once per Application.
+func floorStatus() map[string]any {
+	var resources []any
+	for i := range 8 {
+		resources = append(resources, map[string]any{"version": "v1", "kind": "ConfigMap", "namespace": "guestbook",
+			"name": fmt.Sprintf("guestbook-config-%d", i), "status": "Synced", "health": map[string]any{"status": "Healthy"}})
+	}
+	return map[string]any{
+		"sync":      map[string]any{"status": "Synced", "revision": "0123456789abcdef0123456789abcdef01234567"},
+		"health":    map[string]any{"status": "Healthy"},
+		"resources": resources,
+		"summary":   map[string]any{},
+		"operationState": map[string]any{"phase": "Succeeded", "message": "successfully synced (all tasks run)",
+			"startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:02Z", "operation": map[string]any{
+				"sync": map[string]any{"revision": "0123456789abcdef0123456789abcdef01234567"}, "initiatedBy": map[string]any{"automated": true}}},
+	}
+}
+
+// measureFloor is the least the hub apiserver needs for the scenario: create the Applications and write each
+// status once, with the same client settings. It runs in its own namespace and removes what it created.
+func measureFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets, concurrency int, qps float32, burst int) (time.Duration, error) {
+	c, err := clientFor(cfg, qps, burst)
+	if err != nil {
+		return 0, err
+	}
+	status, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": floorStatus()}})
+	if err != nil {
+		return 0, err
+	}
+	n := len(clusters) * sets
+	start := time.Now()
+	err = forEach(ctx, n, concurrency, func(ctx context.Context, i int) error {
+		set := &unstructured.Unstructured{}
+		set.SetNamespace("default")
+		set.SetName(appSetName(i % sets))
+		app := pullApplication(set, clusters[i/sets])
+		app.SetOwnerReferences(nil)
+		app.SetFinalizers(nil)
+		if err := c.Create(ctx, app); err != nil {
+			return err
+		}
+		return c.Patch(ctx, app, client.RawPatch(types.JSONPatchType, status))
+	})
+	elapsed := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("floor: %w", err)
+	}
+	if err := c.DeleteAllOf(ctx, argocd.NewApplication(), client.InNamespace("default")); err != nil {
+		return 0, fmt.Errorf("remove the floor's applications: %w", err)
+	}
+	return elapsed, nil
+}

@@ -1,0 +1,180 @@
+// Command bench is `make bench`: it runs the 150,000-Application benchmark on this machine. For each scale it
+// measures the floor (the hub apiserver creating the Applications and writing each status once), then runs a
+// fleet — the hub apiserver and etcd, PostgreSQL and argocd-pull server in the Maestro mode, the hub
+// controller, and argocd-pull's fleet simulator in this process — creates the Applications as the
+// ApplicationSet controller would, and measures delivery, status on the hub, the fleet at rest, status latency
+// under churn, deletion, requests, CPU and memory. It writes a markdown table, JSON and PNG plots.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/argocd-pull/argocd-pull/internal/testenv"
+)
+
+// scale is one -scale flag: clusters × Applications per cluster, and the transports to run.
+type scale struct {
+	clusters, appSets int
+	transports        []string
+}
+
+type scales []scale
+
+func (s *scales) String() string { return fmt.Sprint(*s) }
+
+// Set parses "300x50=grpc,kube".
+func (s *scales) Set(v string) error {
+	size, transports, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("scale %q: want CLUSTERSxAPPS=TRANSPORT[,TRANSPORT]", v)
+	}
+	c, a, ok := strings.Cut(size, "x")
+	clusters, err1 := strconv.Atoi(c)
+	apps, err2 := strconv.Atoi(a)
+	if !ok || err1 != nil || err2 != nil || clusters < 1 || apps < 1 {
+		return fmt.Errorf("scale %q: want CLUSTERSxAPPS=TRANSPORT[,TRANSPORT]", v)
+	}
+	*s = append(*s, scale{clusters: clusters, appSets: apps, transports: strings.Split(transports, ",")})
+	return nil
+}
+
+type options struct {
+	scales       scales
+	out, workDir string
+	keep         bool
+	base         Scenario
+	latencyUpTo  int
+}
+
+func main() {
+	o := options{base: Scenario{Concurrency: 64, QPS: 1000, Burst: 2000, SyncDelay: 5 * time.Second,
+		Settle: 15 * time.Second, RestPeriod: time.Minute, Latency: time.Minute, LatencyRate: 20}}
+	flag.Var(&o.scales, "scale", "CLUSTERSxAPPS=TRANSPORT[,TRANSPORT], repeatable (default 300x50=grpc,kube and 3000x50=grpc)")
+	flag.StringVar(&o.out, "out", "docs/bench", "Directory for results.md, results.json and the plots")
+	flag.StringVar(&o.workDir, "work-dir", "", "Directory for the fleets' state and logs (a temporary one when empty)")
+	flag.BoolVar(&o.keep, "keep", false, "Keep the work directory")
+	flag.IntVar(&o.base.Concurrency, "concurrency", o.base.Concurrency, "Concurrent clients (Application creates) and controller workers")
+	flag.Func("qps", "Client QPS of the controller and of the floor (default 1000)", func(v string) error {
+		f, err := strconv.ParseFloat(v, 32)
+		o.base.QPS = float32(f)
+		return err
+	})
+	flag.IntVar(&o.base.Burst, "burst", o.base.Burst, "Client burst of the controller and of the floor")
+	flag.DurationVar(&o.base.SyncDelay, "sync-delay", o.base.SyncDelay, "How long a simulated sync takes")
+	flag.DurationVar(&o.base.RestPeriod, "rest", o.base.RestPeriod, "How long the fleet is watched at rest")
+	flag.DurationVar(&o.base.Latency, "latency", o.base.Latency, "How long status latency is measured under churn")
+	flag.Float64Var(&o.base.LatencyRate, "latency-rate", o.base.LatencyRate, "Status changes per second while latency is measured")
+	flag.IntVar(&o.latencyUpTo, "latency-up-to", 20000, "Measure status latency at scales up to this many Applications")
+	flag.Parse()
+	if len(o.scales) == 0 {
+		o.scales = scales{{300, 50, []string{"grpc", "kube"}}, {3000, 50, []string{"grpc"}}}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := o.run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func (o *options) run(ctx context.Context) error {
+	if o.workDir == "" {
+		dir, err := os.MkdirTemp("", "argocd-pull-bench-")
+		if err != nil {
+			return err
+		}
+		o.workDir = dir
+	}
+	if !o.keep {
+		defer func() { _ = os.RemoveAll(o.workDir) }()
+	}
+	if err := os.MkdirAll(o.out, 0o750); err != nil {
+		return err
+	}
+	closeLog, err := logToFile(filepath.Join(o.workDir, "bench.log"))
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	logf := func(format string, args ...any) {
+		fmt.Printf("%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	logf("building argocd-pull")
+	bin, err := testenv.BuildArgocdPull(ctx, o.workDir)
+	if err != nil {
+		return err
+	}
+	var all []*Result
+	var tables []string
+	for _, s := range o.scales {
+		var results []*Result
+		for _, tr := range s.transports {
+			sc := o.base
+			sc.Transport, sc.Clusters, sc.AppSets, sc.Binary = tr, s.clusters, s.appSets, bin
+			sc.Dir = filepath.Join(o.workDir, fmt.Sprintf("%dx%d-%s", s.clusters, s.appSets, tr))
+			if s.clusters*s.appSets > o.latencyUpTo {
+				sc.Latency = 0
+			}
+			sc.Log = func(format string, args ...any) {
+				logf("[%d×%d %s] "+format, append([]any{s.clusters, s.appSets, tr}, args...)...)
+			}
+			r, err := run(ctx, sc)
+			if err != nil {
+				return fmt.Errorf("%d×%d %s: %w", s.clusters, s.appSets, tr, err)
+			}
+			results = append(results, r)
+		}
+		name := fmt.Sprintf("%dx%d", s.clusters, s.appSets)
+		if err := plotProgress(results, filepath.Join(o.out, name+"-progress.png")); err != nil {
+			return err
+		}
+		if err := plotMemory(results, filepath.Join(o.out, name+"-memory.png")); err != nil {
+			return err
+		}
+		all = append(all, results...)
+		tables = append(tables, markdown(results, "make bench", machine()))
+	}
+	data, err := json.MarshalIndent(all, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.out, "results.json"), data, 0o600); err != nil {
+		return err
+	}
+	table := strings.Join(tables, "\n")
+	fmt.Println(table)
+	return os.WriteFile(filepath.Join(o.out, "results.md"), []byte(table), 0o600)
+}
+
+// machine describes this machine: CPUs, memory, kernel.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) > 1 {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			mem = fmt.Sprintf(", %.0f GiB", kb/(1<<20))
+		}
+	}
+	return fmt.Sprintf("%d × %s%s, %s/%s, %s", runtime.NumCPU(), model, mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's CPU times (100 on Linux).
+const clockTicks = 100
+
+// usage is a process's (or a process group's) CPU seconds and memory.
+type usage struct {
+	CPUSeconds float64
+	RSSBytes   int64
+	// PeakRSSBytes is the kernel's high-water mark of the resident set (VmHWM).
+	PeakRSSBytes int64
+}
+
+// processUsage reads /proc for one process.
+func processUsage(pid int) (usage, error) {
+	var u usage
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return u, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return u, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	u.CPUSeconds = (utime + stime) / clockTicks
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			u.RSSBytes = kb * 1024
+		case "VmHWM":
+			u.PeakRSSBytes = kb * 1024
+		}
+	}
+	return u, nil
+}
+
+// treeUsage sums a process and its descendants (PostgreSQL's backends). Resident sets overlap in shared
+// memory, so the sum overstates memory; CPU seconds add up exactly.
+func treeUsage(root int) (usage, error) {
+	total, err := processUsage(root)
+	if err != nil {
+		return total, err
+	}
+	for _, child := range descendants(root) {
+		u, err := processUsage(child)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		total.CPUSeconds += u.CPUSeconds
+		total.RSSBytes += u.RSSBytes
+		total.PeakRSSBytes += u.PeakRSSBytes
+	}
+	return total, nil
+}
+
+func descendants(root int) []int {
+	parents := map[int][]int{}
+	entries, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, e := range entries {
+		b, err := os.ReadFile(e) //nolint:gosec // /proc
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		pid, _ := strconv.Atoi(strings.Fields(s)[0])
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		parents[ppid] = append(parents[ppid], pid)
+	}
+	var out []int
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range parents[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}

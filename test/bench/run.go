@@ -1,0 +1,477 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	workv1 "open-cluster-management.io/api/work/v1"
+	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-pull/argocd-pull/internal/fleet"
+	"github.com/argocd-pull/argocd-pull/internal/sim"
+	"github.com/argocd-pull/argocd-pull/internal/testenv"
+)
+
+// Scenario is one benchmark run.
+type Scenario struct {
+	Transport string
+	Clusters  int
+	AppSets   int
+	// Concurrency, QPS and Burst are the client settings of both the controller and the floor.
+	Concurrency int
+	QPS         float32
+	Burst       int
+	SyncDelay   time.Duration
+	// Settle is how long the fleet gets, once every Application is Synced and Healthy, for the writes that
+	// trail the last changes (reports are written at most every 5 seconds) before it counts as at rest.
+	Settle time.Duration
+	// RestPeriod is how long the fleet is watched at rest.
+	RestPeriod time.Duration
+	// Latency measures status latency with churn on, for this long (0: skip).
+	Latency     time.Duration
+	LatencyRate float64
+	Binary      string
+	Dir         string
+	Log         func(string, ...any)
+}
+
+// Result is what a scenario measured.
+type Result struct {
+	Scenario     Scenario
+	Applications int
+	Floor        time.Duration
+	// CreateTime is how long creating the Applications took; Delivered and Synced are measured from the
+	// first create.
+	CreateTime, Delivered, Synced   time.Duration
+	RestStatusEvents, RestHubWrites float64 // per minute
+	// RestHubWritesByResource are the writes at rest per minute by resource.
+	RestHubWritesByResource        map[string]float64
+	LatencyP50, LatencyP99         time.Duration
+	LatencySamples, LatencyMissing int
+	DeleteWorks, DeleteApps        time.Duration
+	Orphans                        int
+	Requests                       requestCounts
+	Usage                          map[string]usage
+	PostgresBytes                  int64
+	Timeline                       []sample
+}
+
+// sample is one point of the timeline.
+type sample struct {
+	At                         time.Duration
+	Delivered, Synced          int64
+	ControllerRSS, ServerRSS   int64
+	APIServerRSS, SimulatorRSS int64
+}
+
+// Ratio is the end-to-end time over the floor.
+func (r *Result) Ratio() float64 {
+	if r.Floor == 0 {
+		return 0
+	}
+	return r.Synced.Seconds() / r.Floor.Seconds()
+}
+
+// run runs a scenario: floor first, on a fresh apiserver, then the fleet.
+func run(ctx context.Context, sc Scenario) (*Result, error) {
+	res := &Result{Scenario: sc, Applications: sc.Clusters * sc.AppSets, Usage: map[string]usage{}}
+	clusters := sim.ClusterNames("cluster", 1, sc.Clusters)
+
+	sc.Log("floor: creating %d Applications and writing each status once on a fresh hub apiserver", res.Applications)
+	floorEnv, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(sc.Dir, "floor")})
+	if err != nil {
+		return nil, err
+	}
+	res.Floor, err = measureFloor(ctx, floorEnv.Hub.Config(), clusters, sc.AppSets, sc.Concurrency, sc.QPS, sc.Burst)
+	floorEnv.Stop()
+	if err != nil {
+		return nil, err
+	}
+	sc.Log("floor: %s", res.Floor.Round(time.Millisecond))
+
+	f, err := fleet.Start(ctx, fleet.Options{
+		Dir: filepath.Join(sc.Dir, "fleet"), Clusters: clusters, Transport: sc.Transport, Binary: sc.Binary, Simulated: true,
+		ControllerArgs: []string{fmt.Sprintf("--workers=%d", sc.Concurrency), fmt.Sprintf("--kube-api-qps=%g", sc.QPS),
+			fmt.Sprintf("--kube-api-burst=%d", sc.Burst)},
+		Progress: func(s string) { sc.Log("%s", s) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer f.Stop()
+	return res, measure(ctx, sc, f, clusters, res)
+}
+
+// measure runs the scenario on a started fleet.
+func measure(ctx context.Context, sc Scenario, f *fleet.Fleet, clusters []string, res *Result) error {
+	hubCfg := f.Env.Hub.Config()
+	simFleet, err := startSimulator(ctx, sc, f, clusters, res)
+	if err != nil {
+		return err
+	}
+	defer simFleet.fleet.Stop()
+	t, err := startTracker(ctx, hubCfg)
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	procs := processes(f)
+	startUsage := usageOf(procs)
+	startRequests, err := hubRequests(ctx, hubCfg)
+	if err != nil {
+		return err
+	}
+
+	c, err := clientFor(hubCfg, sc.QPS, sc.Burst)
+	if err != nil {
+		return err
+	}
+	sets, err := createAppSets(ctx, c, fleet.ArgoCDNamespace, sc.AppSets)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	stopSampling := sampleTimeline(start, simFleet, t, procs, res)
+	total := res.Applications
+	sc.Log("creating %d Applications for %d ApplicationSets over %d clusters", total, sc.AppSets, sc.Clusters)
+	err = forEach(ctx, total, sc.Concurrency, func(ctx context.Context, i int) error {
+		return c.Create(ctx, pullApplication(sets[i%sc.AppSets], clusters[i/sc.AppSets]))
+	})
+	if err != nil {
+		stopSampling()
+		return fmt.Errorf("create applications: %w", err)
+	}
+	res.CreateTime = time.Since(start)
+	sc.Log("created in %s; waiting for delivery and Synced/Healthy", res.CreateTime.Round(time.Millisecond))
+	err = waitFor(ctx, 6*time.Hour, func() (bool, string) {
+		st := simFleet.fleet.Stats()
+		_, synced := t.counts()
+		if res.Delivered == 0 && st.Works >= int64(total) {
+			res.Delivered = time.Since(start)
+		}
+		return synced >= total, fmt.Sprintf("delivered %d/%d, Synced/Healthy on the hub %d/%d", st.Works, total, synced, total)
+	}, sc.Log)
+	res.Synced = time.Since(start)
+	stopSampling()
+	if err != nil {
+		return err
+	}
+	sc.Log("every Application Synced and Healthy on the hub after %s (floor %s, ratio %.2f)", res.Synced.Round(time.Second), res.Floor.Round(time.Second), res.Ratio())
+	if sc.Transport == fleet.TransportGRPC {
+		if res.PostgresBytes, err = postgresSize(ctx, f); err != nil {
+			return err
+		}
+	}
+
+	if err := measureRest(ctx, sc, simFleet, hubCfg, res); err != nil {
+		return err
+	}
+	if sc.Latency > 0 {
+		measureLatency(ctx, sc, simFleet, t, res)
+	}
+	end, err := hubRequests(ctx, hubCfg)
+	if err != nil {
+		return err
+	}
+	res.Requests = end.sub(startRequests)
+	for name, u := range usageOf(procs) {
+		u.CPUSeconds -= startUsage[name].CPUSeconds
+		res.Usage[name] = u
+	}
+	return measureDelete(ctx, sc, f, c, sets, simFleet, t, res)
+}
+
+// simulator is the in-process fleet simulator and what its hooks record.
+type simulator struct {
+	fleet *sim.Fleet
+	mu    sync.Mutex
+	sent  func(sim.Event)
+}
+
+func startSimulator(ctx context.Context, sc Scenario, f *fleet.Fleet, clusters []string, res *Result) (*simulator, error) {
+	s := &simulator{}
+	cfg := sim.Config{
+		Transport: sc.Transport,
+		Clusters:  clusters,
+		Argo:      sim.ArgoConfig{SyncDelay: sc.SyncDelay, SyncJitter: 0.2, ResourcesPerApp: 4},
+		Hooks: sim.Hooks{StatusSent: func(e sim.Event) {
+			s.mu.Lock()
+			sent := s.sent
+			s.mu.Unlock()
+			if sent != nil {
+				sent(e)
+			}
+		}},
+	}
+	if sc.Transport == fleet.TransportGRPC {
+		pool := x509.NewCertPool()
+		pem, err := os.ReadFile(f.CAFile())
+		if err != nil {
+			return nil, err
+		}
+		pool.AppendCertsFromPEM(pem)
+		// One identity for every simulated cluster: the admin token, which may act as any agent.
+		cfg.GRPC = &grpcoptions.GRPCOptions{Dialer: &grpcoptions.GRPCDialer{URL: f.Server.Agent, Token: f.AdminToken,
+			TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	} else {
+		hub := rest.CopyConfig(f.Env.Hub.Config())
+		hub.QPS, hub.Burst = sc.QPS, sc.Burst
+		cfg.Hub = hub
+	}
+	fl, err := sim.NewFleet(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := fl.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.fleet = fl
+	sc.Log("simulator: %d clusters connected", fl.Stats().Connected)
+	return s, nil
+}
+
+func (s *simulator) onStatus(f func(sim.Event)) {
+	s.mu.Lock()
+	s.sent = f
+	s.mu.Unlock()
+}
+
+
+// measureRest counts status events and hub writes while nothing changes on the clusters. The hub apiserver
+// renews its own identity lease every ten seconds; those writes are counted apart.
+func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Config, res *Result) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(sc.Settle):
+	}
+	sc.Log("at rest for %s", sc.RestPeriod)
+	before, err := hubRequests(ctx, hub)
+	if err != nil {
+		return err
+	}
+	events := s.fleet.Stats().StatusUpdates
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(sc.RestPeriod):
+	}
+	after, err := hubRequests(ctx, hub)
+	if err != nil {
+		return err
+	}
+	minutes := sc.RestPeriod.Minutes()
+	res.RestStatusEvents = float64(s.fleet.Stats().StatusUpdates-events) / minutes
+	delta := after.sub(before)
+	res.RestHubWritesByResource = delta.writesByResource(minutes)
+	for resource, n := range res.RestHubWritesByResource {
+		if resource != "leases" {
+			res.RestHubWrites += n
+		}
+	}
+	sc.Log("at rest: %.1f status events/min, %.1f hub writes/min %v", res.RestStatusEvents, res.RestHubWrites, res.RestHubWritesByResource)
+	return nil
+}
+
+// measureLatency turns churn on and measures, for each status change the simulated clusters send, the time
+// until the hub Application shows it.
+func measureLatency(ctx context.Context, sc Scenario, s *simulator, t *tracker, res *Result) {
+	sc.Log("status latency with churn at %.0f changes/s for %s", sc.LatencyRate, sc.Latency)
+	s.onStatus(func(e sim.Event) {
+		if e.ChangedAt.IsZero() || e.Sync == "" {
+			return
+		}
+		t.expect(e.HubNamespace+"/"+e.HubName, e.Sync, e.Health, e.ChangedAt)
+	})
+	s.fleet.SetChurn(sc.LatencyRate)
+	select {
+	case <-ctx.Done():
+	case <-time.After(sc.Latency):
+	}
+	s.fleet.SetChurn(0)
+	time.Sleep(5 * time.Second) // let the last changes arrive
+	s.onStatus(nil)
+	lat, missing := t.latencies()
+	res.LatencyP50, res.LatencyP99 = percentile(lat, 50), percentile(lat, 99)
+	res.LatencySamples, res.LatencyMissing = len(lat), missing
+	sc.Log("status latency: p50 %s, p99 %s over %d changes (%d not seen on the hub)", res.LatencyP50, res.LatencyP99, len(lat), missing)
+}
+
+// measureDelete deletes the ApplicationSets and measures the time to no work, no Application on the clusters
+// and no Application on the hub; works left after that are orphans.
+func measureDelete(ctx context.Context, sc Scenario, f *fleet.Fleet, c client.Client, sets []*unstructured.Unstructured, s *simulator, t *tracker, res *Result) error {
+	sc.Log("deleting the %d ApplicationSets", len(sets))
+	start := time.Now()
+	for _, set := range sets {
+		if err := c.Delete(ctx, set); err != nil {
+			return fmt.Errorf("delete applicationset %s: %w", set.GetName(), err)
+		}
+	}
+	err := waitFor(ctx, 2*time.Hour, func() (bool, string) {
+		works, err := countWorks(ctx, f)
+		apps, _ := t.counts()
+		spoke := s.fleet.Stats().Applications
+		if err != nil {
+			return false, err.Error()
+		}
+		if works == 0 && res.DeleteWorks == 0 {
+			res.DeleteWorks = time.Since(start)
+		}
+		if spoke == 0 && apps == 0 && res.DeleteApps == 0 {
+			res.DeleteApps = time.Since(start)
+		}
+		return works == 0 && spoke == 0 && apps == 0, fmt.Sprintf("works %d, Applications on clusters %d, on the hub %d", works, spoke, apps)
+	}, sc.Log)
+	if err != nil {
+		works, _ := countWorks(ctx, f)
+		res.Orphans = works
+		return err
+	}
+	sc.Log("deleted: no work after %s, no Application anywhere after %s", res.DeleteWorks.Round(time.Second), res.DeleteApps.Round(time.Second))
+	return nil
+}
+
+// countWorks counts the works left: rows on the server, or ManifestWorks on the hub.
+func countWorks(ctx context.Context, f *fleet.Fleet) (int, error) {
+	if f.Transport == fleet.TransportKube {
+		c, err := f.HubClient()
+		if err != nil {
+			return 0, err
+		}
+		list := &workv1.ManifestWorkList{}
+		if err := c.List(ctx, list, client.Limit(1)); err != nil {
+			return 0, err
+		}
+		n := len(list.Items)
+		if list.RemainingItemCount != nil {
+			n += int(*list.RemainingItemCount)
+		}
+		return n, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+f.Server.HTTP+"/api/maestro/v1/resource-bundles?size=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+f.AdminToken)
+	resp, err := f.RESTClient().Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var list struct {
+		Total int `json:"total"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return 0, err
+	}
+	return list.Total, nil
+}
+
+func postgresSize(ctx context.Context, f *fleet.Fleet) (int64, error) {
+	conn, err := pgx.Connect(ctx, f.Env.Postgres.URL("argocd_pull"))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	var size int64
+	err = conn.QueryRow(ctx, "SELECT pg_database_size('argocd_pull')").Scan(&size)
+	return size, err
+}
+
+// processes are the measured processes, by name.
+func processes(f *fleet.Fleet) map[string]func() (usage, error) {
+	ps := map[string]func() (usage, error){
+		"controller":              pidUsage(f.ControllerPid()),
+		"kube-apiserver":          pidUsage(f.Env.Hub.Pid()),
+		"etcd":                    pidUsage(f.Env.EtcdPid()),
+		"kube-controller-manager": pidUsage(f.Env.Hub.ControllerManagerPid()),
+		"simulator (benchmark)":   pidUsage(os.Getpid()),
+	}
+	if f.Transport == fleet.TransportGRPC {
+		ps["server"] = pidUsage(f.ServerPid())
+		pg := f.Env.Postgres.Pid()
+		ps["postgres"] = func() (usage, error) { return treeUsage(pg) }
+	}
+	return ps
+}
+
+func pidUsage(pid int) func() (usage, error) {
+	return func() (usage, error) { return processUsage(pid) }
+}
+
+func usageOf(procs map[string]func() (usage, error)) map[string]usage {
+	out := map[string]usage{}
+	for name, f := range procs {
+		if u, err := f(); err == nil {
+			out[name] = u
+		}
+	}
+	return out
+}
+
+// sampleTimeline records the timeline every two seconds until the returned function is called.
+func sampleTimeline(start time.Time, s *simulator, t *tracker, procs map[string]func() (usage, error), res *Result) func() {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	rss := func(name string) int64 {
+		if f, ok := procs[name]; ok {
+			if u, err := f(); err == nil {
+				return u.RSSBytes
+			}
+		}
+		return 0
+	}
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			_, synced := t.counts()
+			res.Timeline = append(res.Timeline, sample{At: time.Since(start), Delivered: s.fleet.Stats().Works, Synced: int64(synced),
+				ControllerRSS: rss("controller"), ServerRSS: rss("server"), APIServerRSS: rss("kube-apiserver"),
+				SimulatorRSS: rss("simulator (benchmark)")})
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// waitFor polls cond every two seconds, logging its progress every 30 seconds.
+func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, string), log func(string, ...any)) error {
+	deadline := time.Now().Add(timeout)
+	lastLog := time.Now()
+	for {
+		ok, progress := cond()
+		if ok {
+			return nil
+		}
+		if time.Since(lastLog) > 30*time.Second {
+			log("  %s", progress)
+			lastLog = time.Now()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out: %s", progress)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+)
+
+// appView is what the tracker keeps of a hub Application.
+type appView struct {
+	sync, health string
+}
+
+// tracker watches the hub's pull-model Applications: how many exist and how many are Synced and Healthy, and
+// when an expected status change shows up (status latency).
+type tracker struct {
+	mu      sync.Mutex
+	apps    map[string]appView
+	synced  int
+	pending map[string]expectation
+	latency []time.Duration
+	stop    chan struct{}
+}
+
+// expectation is a status change made on a simulated cluster that the hub should show.
+type expectation struct {
+	sync, health string
+	changedAt    time.Time
+}
+
+func startTracker(ctx context.Context, cfg *rest.Config) (*tracker, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	res := dyn.Resource(argocd.ApplicationGVK.GroupVersion().WithResource("applications"))
+	selector := argocd.LabelPull + "=true"
+	lw := &toolscache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return res.List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return res.Watch(ctx, o)
+		},
+	}
+	t := &tracker{apps: map[string]appView{}, pending: map[string]expectation{}, stop: make(chan struct{})}
+	inf := toolscache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
+	// Keep nothing but the name and the two statuses: the benchmark's own memory counts as the simulator's.
+	if err := inf.SetTransform(func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		s, _, _ := unstructured.NestedString(u.Object, "status", "sync", "status")
+		h, _, _ := unstructured.NestedString(u.Object, "status", "health", "status")
+		slim := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
+			"namespace": u.GetNamespace(), "name": u.GetName(), "resourceVersion": u.GetResourceVersion()}}}
+		slim.Object["status"] = map[string]any{"sync": s, "health": h}
+		return slim, nil
+	}); err != nil {
+		return nil, err
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.observe(obj, false) },
+		UpdateFunc: func(_, obj any) { t.observe(obj, false) },
+		DeleteFunc: func(obj any) { t.observe(obj, true) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	go inf.Run(t.stop)
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return nil, fmt.Errorf("hub application watch did not sync")
+	}
+	return t, nil
+}
+
+func (t *tracker) observe(obj any, deleted bool) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj, deleted = d.Obj, true
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	key := u.GetNamespace() + "/" + u.GetName()
+	st, _ := u.Object["status"].(map[string]any)
+	view := appView{}
+	view.sync, _ = st["sync"].(string)
+	view.health, _ = st["health"].(string)
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old, ok := t.apps[key]; ok && old.healthy() {
+		t.synced--
+	}
+	if deleted {
+		delete(t.apps, key)
+		return
+	}
+	t.apps[key] = view
+	if view.healthy() {
+		t.synced++
+	}
+	if exp, ok := t.pending[key]; ok && exp.sync == view.sync && exp.health == view.health {
+		t.latency = append(t.latency, now.Sub(exp.changedAt))
+		delete(t.pending, key)
+	}
+}
+
+func (v appView) healthy() bool { return v.sync == "Synced" && v.health == "Healthy" }
+
+// expect records a status change on a cluster that the hub Application namespace/name should show.
+func (t *tracker) expect(key, sync, health string, changedAt time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v, ok := t.apps[key]; ok && v.sync == sync && v.health == health {
+		return // no change visible on the hub
+	}
+	t.pending[key] = expectation{sync: sync, health: health, changedAt: changedAt}
+}
+
+// counts returns how many Applications the hub has and how many are Synced and Healthy.
+func (t *tracker) counts() (apps, synced int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.apps), t.synced
+}
+
+// latencies returns the measured status latencies, sorted, and how many expected changes never showed.
+func (t *tracker) latencies() ([]time.Duration, int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := append([]time.Duration(nil), t.latency...)
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, len(t.pending)
+}
+
+func (t *tracker) close() { close(t.stop) }
+
+// percentile of sorted durations.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p / 100 * float64(len(sorted)-1))
+	return sorted[i]
+}
