@@ -248,7 +248,6 @@ func (s *simulator) onStatus(f func(sim.Event)) {
 	s.mu.Unlock()
 }
 
-
 // measureRest counts status events and hub writes while nothing changes on the clusters. The hub apiserver
 // renews its own identity lease every ten seconds; those writes are counted apart.
 func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Config, res *Result) error {
