@@ -34,6 +34,11 @@ const (
 	TransportKube = "kube"
 )
 
+// DefaultWorkers is how many works a fleet processes at once unless told otherwise. Sending a status waits for
+// the server (or the hub apiserver) to take it, so more works are in flight than there are CPUs, as in a real
+// fleet where every agent has its own.
+const DefaultWorkers = 32
+
 // Config configures a Fleet. Options builds one from the command line; a Go program can fill it in directly.
 type Config struct {
 	// Transport is TransportGRPC or TransportKube.
@@ -51,7 +56,7 @@ type Config struct {
 	Churn float64
 	// MaxJSONRawLength is the largest raw-JSON feedback value; 0 means the transport's limit.
 	MaxJSONRawLength int32
-	// Workers bounds how many works are processed at once, across the fleet.
+	// Workers bounds how many works are processed at once, across the fleet (0: DefaultWorkers).
 	Workers int
 	// ConnectParallelism bounds how many clusters connect at once when the fleet starts (grpc).
 	ConnectParallelism int
@@ -95,7 +100,8 @@ type Hooks struct {
 
 // Stats are the fleet's counts. The totals only grow; the others are current.
 type Stats struct {
-	// Clusters simulated, and how many of them are connected.
+	// Clusters simulated, and how many of them are connected: over gRPC, whose agent client started (it
+	// reconnects by itself after that); on kube, all once the hub's works are listed.
 	Clusters  int
 	Connected int
 	// Works held by the simulated clusters, their Applications, and how many of those were last reported
@@ -216,7 +222,7 @@ func NewFleet(cfg Config) (*Fleet, error) {
 		return nil, errors.New("no clusters to simulate")
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 8
+		cfg.Workers = DefaultWorkers
 	}
 	if cfg.ConnectParallelism <= 0 {
 		cfg.ConnectParallelism = 32

@@ -28,6 +28,7 @@ const (
 	memoryURLEnv      = "SIM_MEMORY_URL"
 	memoryClustersEnv = "SIM_MEMORY_CLUSTERS"
 	memoryAppsEnv     = "SIM_MEMORY_APPS"
+	memoryWorkersEnv  = "SIM_MEMORY_WORKERS"
 	// memoryProfileEnv names a file for the child's heap profile once loaded.
 	memoryProfileEnv = "SIM_MEMORY_PROFILE"
 )
@@ -94,7 +95,11 @@ func TestMemoryPerCluster(t *testing.T) {
 				return m
 			}
 		}
-		t.Fatalf("the child ended before reporting %s: %v", what, lines.Err())
+		err := lines.Err()
+		if err == nil {
+			err = cmd.Wait()
+		}
+		t.Fatalf("the child ended before reporting %s: %v", what, err)
 		return memorySample{}
 	}
 
@@ -163,6 +168,7 @@ func memoryChild() int {
 		GRPC:      &grpcoptions.GRPCOptions{Dialer: &grpcoptions.GRPCDialer{URL: os.Getenv(memoryURLEnv)}},
 		Clusters:  ClusterNames("mem-", 1, clusters),
 		Argo:      ArgoConfig{SyncDelay: time.Second, SyncJitter: 0.2, ResourcesPerApp: 2},
+		Workers:   envInt(memoryWorkersEnv, 0),
 	})
 	if err != nil {
 		return fail(err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"runtime"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -48,7 +47,7 @@ func NewOptions() *Options {
 		SyncDelay:          5 * time.Second,
 		SyncJitter:         0.2,
 		ResourcesPerApp:    2,
-		Workers:            4 * runtime.GOMAXPROCS(0),
+		Workers:            DefaultWorkers,
 		ConnectParallelism: 32,
 		MetricsAddress:     "127.0.0.1:9190",
 		KubeAPIQPS:         500,
