@@ -46,6 +46,7 @@ type Options struct {
 
 	MetricsAddress          string
 	HealthAddress           string
+	PprofAddress            string
 	LeaderElect             bool
 	LeaderElectionNamespace string
 
@@ -87,6 +88,7 @@ func NewOptions() *Options {
 			PublishQPS:   2000,
 			PublishBurst: 4000,
 			PageSize:     1000,
+			Publishers:   8,
 		},
 	}
 }
@@ -99,6 +101,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the hub apiserver")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Address of the Prometheus metrics endpoint (0 to disable)")
 	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "Address of the /healthz and /readyz endpoints (0 to disable)")
+	fs.StringVar(&o.PprofAddress, "pprof-bind-address", o.PprofAddress, "Address of Go's /debug/pprof endpoints (empty to disable)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so that only one replica reconciles")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader election lease")
 	fs.StringVar(&o.Application.SpokeArgoCDNamespace, "spoke-argocd-namespace", o.Application.SpokeArgoCDNamespace, "Namespace Argo CD runs in on the managed clusters")
@@ -116,6 +119,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.GRPC.PublishQPS, "publish-qps", o.GRPC.PublishQPS, "Spec events per second sent to the server (transport grpc)")
 	fs.IntVar(&o.GRPC.PublishBurst, "publish-burst", o.GRPC.PublishBurst, "Burst of spec events sent to the server (transport grpc)")
 	fs.IntVar(&o.GRPC.PageSize, "list-page-size", o.GRPC.PageSize, "Page size of the work list read from the server after a start (transport grpc)")
+	fs.IntVar(&o.GRPC.Publishers, "publish-connections", o.GRPC.Publishers, "Connections spec events are published over, in parallel (transport grpc)")
 }
 
 // Validate checks the flags.
@@ -131,8 +135,8 @@ func (o *Options) Validate() error {
 		if o.GRPC.ConfigFile == "" || o.GRPC.RESTURL == "" || o.GRPC.SourceID == "" {
 			errs = append(errs, errors.New("--transport=grpc needs --grpc-config, --server-url and --source-id"))
 		}
-		if o.GRPC.PublishQPS <= 0 || o.GRPC.PublishBurst <= 0 || o.GRPC.PageSize <= 0 {
-			errs = append(errs, errors.New("--publish-qps, --publish-burst and --list-page-size must be positive"))
+		if o.GRPC.PublishQPS <= 0 || o.GRPC.PublishBurst <= 0 || o.GRPC.PageSize <= 0 || o.GRPC.Publishers <= 0 {
+			errs = append(errs, errors.New("--publish-qps, --publish-burst, --list-page-size and --publish-connections must be positive"))
 		}
 	}
 	if o.AppSetReport {
@@ -208,6 +212,7 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controller, error)
 		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddress},
 		HealthProbeBindAddress:  o.HealthAddress,
+		PprofBindAddress:        o.PprofAddress,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        "argocd-pull-controller",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,

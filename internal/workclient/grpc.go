@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"os"
 	"strings"
@@ -47,6 +48,10 @@ type GRPCOptions struct {
 	PublishBurst int
 	// PageSize is the page size of the list after a start.
 	PageSize int
+	// Publishers is the number of connections spec events are published over. sdk-go's gRPC transport sends one
+	// event at a time per connection (it holds a lock for the whole Publish call), so one connection caps the
+	// publish rate at one round trip per event.
+	Publishers int
 }
 
 // GRPC is the Maestro-mode transport: works are CloudEvents published through the unmodified sdk-go source
@@ -54,9 +59,12 @@ type GRPCOptions struct {
 // At a start the works are listed from the server's REST API, page by page; after every (re)connection the
 // client resyncs statuses by hash, cluster by cluster, so only what changed is sent again.
 type GRPC struct {
-	store    *workStore
-	events   generic.CloudEventsClient[*workv1.ManifestWork]
-	sourceID string
+	store *workStore
+	// events subscribes to the statuses and answers resyncs; publishers send the spec events, each work always
+	// over the same one so that its events stay in order.
+	events     generic.CloudEventsClient[*workv1.ManifestWork]
+	publishers []generic.CloudEventsClient[*workv1.ManifestWork]
+	sourceID   string
 }
 
 var _ Client = (*GRPC)(nil)
@@ -66,10 +74,6 @@ func NewGRPC(ctx context.Context, o GRPCOptions) (*GRPC, error) {
 	cfg, err := grpcoptions.LoadConfig(o.ConfigFile)
 	if err != nil {
 		return nil, fmt.Errorf("load grpc config %s: %w", o.ConfigFile, err)
-	}
-	grpcOpts, err := grpcoptions.BuildGRPCOptionsFromFlags(o.ConfigFile)
-	if err != nil {
-		return nil, fmt.Errorf("build grpc options from %s: %w", o.ConfigFile, err)
 	}
 	lister, err := newRESTLister(cfg, o)
 	if err != nil {
@@ -83,17 +87,39 @@ func NewGRPC(ctx context.Context, o GRPCOptions) (*GRPC, error) {
 	s.replace(works)
 	klog.FromContext(ctx).Info("Listed works from the server", "works", len(works), "source", o.SourceID)
 
+	publishers := max(o.Publishers, 1)
+	limit := utils.EventRateLimit{QPS: o.PublishQPS / float32(publishers), Burst: max(o.PublishBurst/publishers, 1)}
+	g := &GRPC{store: s, sourceID: o.SourceID}
+	for i := 0; i <= publishers; i++ {
+		c, err := newSourceClient(ctx, o, s, limit)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			g.events = c
+		} else {
+			g.publishers = append(g.publishers, c)
+		}
+	}
+	g.events.Subscribe(ctx, s.HandleReceivedResource)
+	go g.resyncOnSubscribe(ctx, g.events)
+	return g, nil
+}
+
+// newSourceClient connects an unmodified sdk-go CloudEvents source client over a connection of its own.
+func newSourceClient(ctx context.Context, o GRPCOptions, s *workStore, limit utils.EventRateLimit) (generic.CloudEventsClient[*workv1.ManifestWork], error) {
+	grpcOpts, err := grpcoptions.BuildGRPCOptionsFromFlags(o.ConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("build grpc options from %s: %w", o.ConfigFile, err)
+	}
 	sourceOpts := grpcv2.NewSourceOptions(grpcOpts, o.SourceID, payload.ManifestBundleEventDataType)
-	sourceOpts.EventRateLimit = utils.EventRateLimit{QPS: o.PublishQPS, Burst: o.PublishBurst}
-	events, err := clients.NewCloudEventSourceClient[*workv1.ManifestWork](ctx, sourceOpts,
+	sourceOpts.EventRateLimit = limit
+	c, err := clients.NewCloudEventSourceClient[*workv1.ManifestWork](ctx, sourceOpts,
 		store.NewSourceWatcherStoreLister[*workv1.ManifestWork](s), statushash.StatusHash, codec.NewManifestBundleCodec())
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", cfg.URL, err)
+		return nil, fmt.Errorf("connect to %s: %w", grpcOpts.Dialer.URL, err)
 	}
-	g := &GRPC{store: s, events: events, sourceID: o.SourceID}
-	events.Subscribe(ctx, s.HandleReceivedResource)
-	go g.resyncOnSubscribe(ctx, events)
-	return g, nil
+	return c, nil
 }
 
 func newRESTLister(cfg *grpcoptions.GRPCConfig, o GRPCOptions) (*restLister, error) {
@@ -161,10 +187,12 @@ func (g *GRPC) resyncOnSubscribe(ctx context.Context, events generic.CloudEvents
 	}
 }
 
-// client returns a source client for one namespace. The sdk-go client holds the namespace in a field, so each
-// call gets its own; they share the CloudEvents client and the store.
-func (g *GRPC) client(namespace string) *sourceclient.ManifestWorkSourceClient {
-	c := sourceclient.NewManifestWorkSourceClient(g.sourceID, g.store, g.events)
+// client returns a source client for one work. The sdk-go client holds the namespace in a field, so each call
+// gets its own; they share the store and publish over the work's connection.
+func (g *GRPC) client(namespace, name string) *sourceclient.ManifestWorkSourceClient {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(namespace + "/" + name))
+	c := sourceclient.NewManifestWorkSourceClient(g.sourceID, g.store, g.publishers[h.Sum32()%uint32(len(g.publishers))])
 	c.SetNamespace(namespace)
 	return c
 }
@@ -172,7 +200,7 @@ func (g *GRPC) client(namespace string) *sourceclient.ManifestWorkSourceClient {
 // Apply publishes a new work, or the work's new labels, annotations and spec with its version raised by one.
 func (g *GRPC) Apply(ctx context.Context, work *workv1.ManifestWork) error {
 	last, ok, _ := g.store.Get(ctx, work.Namespace, work.Name)
-	c := g.client(work.Namespace)
+	c := g.client(work.Namespace, work.Name)
 	var err error
 	switch {
 	case !ok:
@@ -228,7 +256,7 @@ func publishError(work *workv1.ManifestWork, err error) error {
 
 // Delete publishes the work's deletion; it stays, marked, until the agent reports it gone.
 func (g *GRPC) Delete(ctx context.Context, namespace, name string) error {
-	if err := g.client(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+	if err := g.client(namespace, name).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("delete work %s/%s: %w", namespace, name, err)
 	}
 	return nil

@@ -100,7 +100,7 @@ func startTransport(t *testing.T, s *server.Server) (*workclient.GRPC, context.C
 	ctx, cancel := context.WithCancel(context.Background())
 	g, err := workclient.NewGRPC(ctx, workclient.GRPCOptions{
 		ConfigFile: cfg, RESTURL: "http://" + s.HTTPAddr(), SourceID: "argocd-pull",
-		PublishQPS: 1000, PublishBurst: 1000, PageSize: 2,
+		PublishQPS: 1000, PublishBurst: 1000, PageSize: 2, Publishers: 3,
 	})
 	if err != nil {
 		cancel()

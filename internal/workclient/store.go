@@ -199,10 +199,9 @@ func (s *workStore) applyStatus(logger klog.Logger, last, received *workv1.Manif
 	if meta.IsStatusConditionTrue(received.Status.Conditions, common.ResourceDeleted) {
 		return nil, nil, s.remove(last)
 	}
-	if last.Generation != 0 && received.Generation > last.Generation {
-		logger.V(2).Info("Ignoring a status for a newer generation than known", "known", last.Generation, "received", received.Generation)
-		return nil, nil, nil
-	}
+	// A status for a newer generation than stored is kept: the source client publishes an update before it
+	// stores the new generation, so the agent's answer can arrive first. put keeps the newer status when the
+	// update is stored.
 	seq := received.Annotations[common.CloudEventsSequenceIDAnnotationKey]
 	newer, err := utils.CompareSnowflakeSequenceIDs(last.Annotations[common.CloudEventsSequenceIDAnnotationKey], seq)
 	if err != nil {

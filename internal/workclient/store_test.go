@@ -1,0 +1,88 @@
+package workclient
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/utils"
+
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+)
+
+// Snowflake sequence IDs in increasing order.
+var seq = []string{"1854718813467537408", "1854718813467537409", "1854718813467537410"}
+
+func storedWork(gen int64, s string, applied int64) *workv1.ManifestWork {
+	w := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "c1", Name: "w", UID: kubetypes.UID(utils.UID("src", common.ManifestWorkGR.String(), "c1", "w")),
+		Generation: gen, Labels: map[string]string{argocd.LabelPull: "true"},
+		Annotations: map[string]string{argocd.AnnotationHubAppNamespace: "argocd", argocd.AnnotationHubAppName: "a"}}}
+	if s != "" {
+		w.Annotations[common.CloudEventsSequenceIDAnnotationKey] = s
+	}
+	if applied > 0 {
+		w.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, ObservedGeneration: applied}}
+	}
+	return w
+}
+
+func statusEvent(gen int64, s string, applied int64) *workv1.ManifestWork {
+	w := storedWork(gen, s, applied)
+	w.Labels, w.Annotations = nil, map[string]string{common.CloudEventsSequenceIDAnnotationKey: s}
+	return w
+}
+
+func TestStoreStatusRules(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name        string
+		stored      *workv1.ManifestWork
+		received    *workv1.ManifestWork
+		wantApplied int64 // observedGeneration of the stored Applied condition after; -1: work removed
+	}{
+		{"newer status applied", storedWork(1, seq[0], 0), statusEvent(1, seq[1], 1), 1},
+		{"older status ignored", storedWork(1, seq[1], 1), statusEvent(1, seq[0], 0), 1},
+		{"status of a generation not stored yet is kept", storedWork(1, seq[0], 1), statusEvent(2, seq[1], 2), 2},
+		{"deleted status removes the work", storedWork(1, seq[0], 1), func() *workv1.ManifestWork {
+			w := statusEvent(1, seq[1], 1)
+			w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: common.ResourceDeleted, Status: metav1.ConditionTrue})
+			return w
+		}(), -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newWorkStore()
+			s.replace([]*workv1.ManifestWork{tt.stored})
+			if err := s.HandleReceivedResource(ctx, tt.received); err != nil {
+				t.Fatal(err)
+			}
+			got, ok, _ := s.Get(ctx, "c1", "w")
+			if tt.wantApplied < 0 {
+				if ok || len(s.forApplication("argocd/a")) != 0 || len(s.byUID) != 0 {
+					t.Fatal("work still stored or indexed")
+				}
+				return
+			}
+			if !ok || len(got.Status.Conditions) == 0 || got.Status.Conditions[0].ObservedGeneration != tt.wantApplied {
+				t.Fatalf("stored status = %+v, want Applied at %d", got.Status, tt.wantApplied)
+			}
+		})
+	}
+	// The source client stores an update it published (generation 2, with the status it read before) after the
+	// agent's status for generation 2 arrived: the newer status stays.
+	s := newWorkStore()
+	s.replace([]*workv1.ManifestWork{storedWork(1, seq[0], 1)})
+	if err := s.HandleReceivedResource(ctx, statusEvent(2, seq[1], 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(storedWork(2, seq[0], 1)); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := s.Get(ctx, "c1", "w")
+	if got.Generation != 2 || got.Status.Conditions[0].ObservedGeneration != 2 || got.Annotations[common.CloudEventsSequenceIDAnnotationKey] != seq[1] {
+		t.Fatalf("after the late store write: generation %d, status %+v, sequence %s", got.Generation, got.Status, got.Annotations[common.CloudEventsSequenceIDAnnotationKey])
+	}
+}
