@@ -196,7 +196,11 @@ func (c *Cluster) startGarbageCollector(ctx context.Context) error {
 			"--leader-elect=false",
 			"--bind-address=127.0.0.1",
 			"--secure-port=0",
-			"--concurrent-gc-syncs=5",
+			// The default client limits (20 QPS) would hold the garbage collector to 20 deletes per second;
+			// a hub at fleet scale runs with more.
+			"--concurrent-gc-syncs=20",
+			"--kube-api-qps=300",
+			"--kube-api-burst=600",
 			"--v=0",
 		},
 		LogPath: filepath.Join(c.Dir, "logs", "kube-controller-manager.log"),
