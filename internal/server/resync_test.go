@@ -100,26 +100,29 @@ func TestResyncAfterServerRestart(t *testing.T) {
 }
 
 // TestSourceResyncAfterReconnect runs the hub controller's grpc transport (workclient.NewGRPC, in its own
-// process since it reconnects) on one instance and the agent on another. While the source's instance is
-// down, the agent reports new statuses, twice for one work, and confirms a deletion; when the instance is
-// back, the transport's resync by status hash brings every changed status, the latest one, and the
-// removal. Then the transport itself restarts while a status changes, and the new one starts current.
+// process since it reconnects) on one instance and the agents of two clusters on another. While the source's
+// instance is down, the agents report new statuses, twice for one work, and one confirms a deletion; when the
+// instance is back, the transport's resync by status hash, one cluster at a time, brings every changed
+// status, the latest one, and the removal. Then the transport itself restarts while a status changes, and the
+// new one starts current.
 func TestSourceResyncAfterReconnect(t *testing.T) {
 	ctx := context.Background()
 	db := testDB(t)
 	a := startServer(t, testOptions(db, "a"))
 	b := startServer(t, testOptions(db, "b"))
-	createConsumer(t, a, "cluster1")
+	createConsumer(t, a, "cluster1", "cluster2")
 	agent := startAgent(t, grpcOptions(b.AgentAddr()), "cluster1")
+	agent2 := startAgent(t, grpcOptions(b.AgentAddr()), "cluster2")
 	source := startRemoteSource(t, a, "hub")
-	names := []string{"keep", "change", "twice", "gone"}
-	for _, name := range names {
-		eventually(t, waitTimeout, "the source to publish "+name, func() bool {
-			return source.Apply(ctx, "cluster1", name, "cm-"+name) == nil
+	works := [][2]string{{"cluster1", "keep"}, {"cluster1", "change"}, {"cluster1", "twice"}, {"cluster1", "gone"},
+		{"cluster2", "keep"}, {"cluster2", "change"}}
+	for _, w := range works {
+		eventually(t, waitTimeout, "the source to publish "+w[0]+"/"+w[1], func() bool {
+			return source.Apply(ctx, w[0], w[1], "cm-"+w[1]) == nil
 		})
 	}
-	for _, name := range names {
-		remoteWork(t, source, "the status of "+name+" at the source", "cluster1", name, appliedAs(1, "cm-"+name))
+	for _, w := range works {
+		remoteWork(t, source, "the first status at the source", w[0], w[1], appliedAs(1, "cm-"+w[1]))
 	}
 	agent.HoldDeletes(true)
 	if err := source.Delete(ctx, "cluster1", "gone"); err != nil {
@@ -132,6 +135,7 @@ func TestSourceResyncAfterReconnect(t *testing.T) {
 
 	a.Stop()
 	agent.SetMessage("change", "changed")
+	agent2.SetMessage("change", "changed in cluster2")
 	agent.SetMessage("twice", "first")
 	eventually(t, waitTimeout, "the first new status of twice to be stored", func() bool { return storedStatusHas(b, "cluster1", "twice", "first") })
 	agent.SetMessage("twice", "second")
@@ -139,7 +143,7 @@ func TestSourceResyncAfterReconnect(t *testing.T) {
 	eventually(t, waitTimeout, "the new statuses to be stored and the deletion completed", func() bool {
 		_, err := b.store.GetBundle(ctx, string(works2UID("hub", "cluster1", "gone")))
 		return storedStatusHas(b, "cluster1", "change", "changed") && storedStatusHas(b, "cluster1", "twice", "second") &&
-			errors.Is(err, store.ErrNotFound)
+			storedStatusHas(b, "cluster2", "change", "changed in cluster2") && errors.Is(err, store.ErrNotFound)
 	})
 
 	a = startServer(t, restartOptions(a))
@@ -147,6 +151,8 @@ func TestSourceResyncAfterReconnect(t *testing.T) {
 	remoteWork(t, source, "the latest status at the source", "cluster1", "twice", appliedAs(1, "second"))
 	remoteWork(t, source, "the work deleted while away to leave the source", "cluster1", "gone", gone)
 	remoteWork(t, source, "the untouched work at the source", "cluster1", "keep", appliedAs(1, "cm-keep"))
+	remoteWork(t, source, "the changed status of the other cluster", "cluster2", "change", appliedAs(1, "changed in cluster2"))
+	remoteWork(t, source, "the other cluster's untouched work", "cluster2", "keep", appliedAs(1, "cm-keep"))
 
 	// The transport restarts (a controller restart): the new one lists from the REST API, then resyncs.
 	source.proc.Stop(5 * time.Second)
