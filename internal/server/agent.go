@@ -92,7 +92,7 @@ func (e *agentEndpoint) resyncSpecs(ctx context.Context, evt *cloudevents.Event,
 		// sdk-go's agent does not send a failed resync again; it resyncs when it subscribes again.
 		n := e.s.streams.resetAgents([]string{cluster}, errMissedChanges)
 		klog.FromContext(ctx).Info("Could not answer a spec resync; reset the agent's subscriptions", "consumer", cluster,
-			"subscriptions", n, "err", err)
+			"subscriptions", n)
 		return err
 	}
 	return nil

@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,11 +14,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 
 	pbv1 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc/protobuf/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/types"
+
+	"github.com/argocd-pull/argocd-pull/internal/server/store"
 )
 
 func plainClient(t *testing.T, addr string) pbv1.CloudEventServiceClient {
@@ -178,4 +183,125 @@ func TestUndeliveredAndStuckDeletes(t *testing.T) {
 	if scrape(t, s, "argocd_pull_server_republished_total") == "argocd_pull_server_republished_total 0" {
 		t.Error("republished specs are not counted")
 	}
+}
+
+// failingStore fails the reads of resyncs and notifications while failing is set, as a database that went
+// away between two statements would.
+type failingStore struct {
+	store.Store
+	failing atomic.Bool
+}
+
+var errDatabaseGone = errors.New("the database went away")
+
+func (f *failingStore) StatusHashes(ctx context.Context, source, consumer string) ([]store.HashRow, error) {
+	if f.failing.Load() {
+		return nil, errDatabaseGone
+	}
+	return f.Store.StatusHashes(ctx, source, consumer)
+}
+
+func (f *failingStore) ListSpecs(ctx context.Context, consumer string) ([]store.SpecRow, error) {
+	if f.failing.Load() {
+		return nil, errDatabaseGone
+	}
+	return f.Store.ListSpecs(ctx, consumer)
+}
+
+func (f *failingStore) LoadSpecs(ctx context.Context, ids []string) ([]store.SpecRow, error) {
+	if f.failing.Load() {
+		return nil, errDatabaseGone
+	}
+	return f.Store.LoadSpecs(ctx, ids)
+}
+
+// startFailingServer starts a server whose store fails on demand.
+func startFailingServer(t *testing.T, o *Options) (*Server, *failingStore) {
+	t.Helper()
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s := New(o)
+	fs := &failingStore{}
+	s.openStore = func(ctx context.Context, cfg store.Config) (store.Store, error) {
+		st, err := store.New(ctx, cfg)
+		fs.Store = st
+		return fs, err
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s, fs
+}
+
+// subscribeRaw opens a subscription and returns a channel that receives how it ends.
+func subscribeRaw(t *testing.T, c pbv1.CloudEventServiceClient, req *pbv1.SubscriptionRequest) <-chan error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stream, err := c.Subscribe(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Header(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	return ended
+}
+
+func wantEnded(t *testing.T, what string, ended <-chan error, want codes.Code) {
+	t.Helper()
+	select {
+	case err := <-ended:
+		if status.Code(err) != want {
+			t.Fatalf("%s ended with %v, want code %s", what, err, want)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatalf("%s did not end", what)
+	}
+}
+
+// TestFailedResyncsAndLoadsResetSubscriptions: sdk-go's clients send a resync once per subscription, so a resync
+// the server cannot answer, or a change another instance committed that it cannot load, ends the
+// subscriptions concerned with Unavailable and their clients resync when they subscribe again.
+func TestFailedResyncsAndLoadsResetSubscriptions(t *testing.T) {
+	db := testDB(t)
+	s, fs := startFailingServer(t, testOptions(db, "a"))
+	other := startServer(t, testOptions(db, "b"))
+	createConsumer(t, s, "cluster1", "cluster2")
+	src, agt := plainClient(t, s.SourceAddr()), plainClient(t, s.AgentAddr())
+	source := subscribeRaw(t, src, &pbv1.SubscriptionRequest{Source: "hub", DataType: dataType.String()})
+	agent1 := subscribeRaw(t, agt, &pbv1.SubscriptionRequest{ClusterName: "cluster1", DataType: dataType.String()})
+	agent2 := subscribeRaw(t, agt, &pbv1.SubscriptionRequest{ClusterName: "cluster2", DataType: dataType.String()})
+	eventually(t, waitTimeout, "the agents to subscribe", func() bool {
+		return s.streams.hasAgent("cluster1") && s.streams.hasAgent("cluster2")
+	})
+	fs.failing.Store(true)
+
+	statusResync := types.NewEventBuilder("hub", types.CloudEventsType{CloudEventsDataType: dataType,
+		SubResource: types.SubResourceStatus, Action: types.ResyncRequestAction}).WithClusterName("cluster1").NewEvent()
+	_ = statusResync.SetData(cloudevents.ApplicationJSON, map[string]any{"statusHashes": []any{}})
+	wantCode(t, "a status resync the store cannot answer", publish(t, src, &statusResync), codes.Unavailable)
+	wantEnded(t, "the source's subscription", source, codes.Unavailable)
+
+	specResync := types.NewEventBuilder("cluster1-agent", types.CloudEventsType{CloudEventsDataType: dataType,
+		SubResource: types.SubResourceSpec, Action: types.ResyncRequestAction}).WithClusterName("cluster1").NewEvent()
+	_ = specResync.SetData(cloudevents.ApplicationJSON, map[string]any{"resourceVersions": []any{}})
+	wantCode(t, "a spec resync the store cannot answer", publish(t, agt, &specResync), codes.Unavailable)
+	wantEnded(t, "the subscription of cluster1's agent", agent1, codes.Unavailable)
+
+	// A spec for cluster2 committed through the other instance cannot be loaded here.
+	wantCode(t, "a spec through the other instance", publish(t, plainClient(t, other.SourceAddr()),
+		specEvt("hub", "cluster2", "r1", 1, types.CreateRequestAction)), codes.OK)
+	wantEnded(t, "the subscription of cluster2's agent", agent2, codes.Unavailable)
 }

@@ -46,6 +46,9 @@ type Server struct {
 	http       *http.Server
 	listeners  [3]net.Listener
 
+	// openStore opens the store; tests replace it to inject failures.
+	openStore func(ctx context.Context, cfg store.Config) (store.Store, error)
+
 	ready     atomic.Bool
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -61,6 +64,7 @@ func New(opts *Options) *Server {
 		metrics:   newMetrics(),
 		streams:   newStreams(),
 		serveErrs: make(chan error, 3),
+		openStore: store.New,
 	}
 }
 
@@ -77,7 +81,7 @@ func (s *Server) start(ctx context.Context) error {
 	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	logger := klog.FromContext(ctx).WithValues("instance", s.opts.InstanceID)
 	ctx = klog.NewContext(ctx, logger)
-	st, err := store.New(ctx, store.Config{URL: s.opts.DatabaseURL, MaxConns: s.opts.DatabaseMaxConns,
+	st, err := s.openStore(ctx, store.Config{URL: s.opts.DatabaseURL, MaxConns: s.opts.DatabaseMaxConns,
 		InstanceID: s.opts.InstanceID, Observe: s.metrics.observeDB})
 	if err != nil {
 		return err

@@ -101,7 +101,7 @@ func (e *sourceEndpoint) resyncStatuses(ctx context.Context, evt *cloudevents.Ev
 	if err != nil {
 		n := e.s.streams.resetSources([]string{evt.Source()}, errMissedChanges)
 		klog.FromContext(ctx).Info("Could not answer a status resync; reset the source's subscriptions", "source", evt.Source(),
-			"consumer", consumer, "subscriptions", n, "err", err)
+			"consumer", consumer, "subscriptions", n)
 		return err
 	}
 	klog.FromContext(ctx).V(2).Info("Answered a status resync", "source", evt.Source(), "consumer", consumer,
