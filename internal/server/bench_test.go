@@ -47,7 +47,7 @@ func BenchmarkServer1000Agents(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The framework runs the benchmark once with b.N = 1 before the requested count: one database each.
-	db, err := pg.CreateDatabase(ctx, fmt.Sprintf("bench_server_%d", b.N))
+	db, err := pg.CreateDatabase(ctx, fmt.Sprintf("bench_server_%d_%d", b.N, time.Now().UnixNano()))
 	if err != nil {
 		b.Fatal(err)
 	}
