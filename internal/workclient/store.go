@@ -26,7 +26,8 @@ import (
 // workStore is the grpc transport's cache of the works this source owns. It is the sdk-go source client's
 // ClientWatcherStore (the client reads and updates it, and hands it the status events from the server) and it
 // is the informer the controllers watch. Works are indexed by UID, by namespace/name and by hub Application,
-// and kept without their manifests: the server holds the specs, the controllers need metadata and status.
+// and kept without their spec: the server holds the specs, the controllers need metadata (with the spec hash)
+// and status.
 type workStore struct {
 	mu       sync.RWMutex
 	byKey    map[string]*workv1.ManifestWork // namespace/name
@@ -70,8 +71,7 @@ func (s *workStore) replace(works []*workv1.ManifestWork) {
 // put stores a work (without manifests); the caller holds the lock. The source client writes a work it read
 // and patched; when a newer status arrived in between, the stored status wins.
 func (s *workStore) put(w *workv1.ManifestWork) *workv1.ManifestWork {
-	w = w.DeepCopy()
-	w.Spec.Workload.Manifests = nil
+	w = slim(w)
 	key := storeKey(w.Namespace, w.Name)
 	old := s.byKey[key]
 	if old != nil {
@@ -96,6 +96,15 @@ func (s *workStore) put(w *workv1.ManifestWork) *workv1.ManifestWork {
 		s.byApp[app][key] = struct{}{}
 	}
 	return old
+}
+
+// slim copies a work without its spec and its managed fields.
+func slim(w *workv1.ManifestWork) *workv1.ManifestWork {
+	out := &workv1.ManifestWork{TypeMeta: w.TypeMeta}
+	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.ManagedFields = nil
+	w.Status.DeepCopyInto(&out.Status)
+	return out
 }
 
 func (s *workStore) remove(w *workv1.ManifestWork) *workv1.ManifestWork {
