@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/argocd-pull/argocd-pull/internal/agent"
 	"github.com/argocd-pull/argocd-pull/internal/controller"
@@ -52,6 +55,11 @@ func main() {
 		SilenceUsage: true,
 	}
 	root.AddCommand(subcommands()...)
+	// Every component logs through klog (the OCM work agent and sdk-go do); controller-runtime too.
+	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	root.PersistentFlags().AddGoFlagSet(klogFlags)
+	ctrl.SetLogger(klog.NewKlogr())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

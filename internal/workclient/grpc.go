@@ -103,6 +103,7 @@ func NewGRPC(ctx context.Context, o GRPCOptions) (*GRPC, error) {
 	}
 	g.events.Subscribe(ctx, s.HandleReceivedResource)
 	go g.resyncOnSubscribe(ctx, g.events)
+	go g.resyncStuckDeletions(ctx, time.Minute)
 	return g, nil
 }
 
@@ -181,6 +182,28 @@ func (g *GRPC) resyncOnSubscribe(ctx context.Context, events generic.CloudEvents
 		}
 		for _, cluster := range g.store.namespaces() {
 			if err := events.Resync(ctx, cluster); err != nil {
+				logger.Error(err, "Resync statuses", "cluster", cluster)
+			}
+		}
+	}
+}
+
+// resyncStuckDeletions asks, every period, for the statuses of the clusters where a work has been deleting for
+// longer than a period: should the final status of a deletion ever be lost, the server answers the resync
+// with the removal of the works it no longer has.
+func (g *GRPC) resyncStuckDeletions(ctx context.Context, period time.Duration) {
+	logger := klog.FromContext(ctx)
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, cluster := range g.store.stuckDeletions(time.Now().Add(-period)) {
+			logger.Info("Resyncing a cluster with a deletion unconfirmed for a while", "cluster", cluster)
+			if err := g.events.Resync(ctx, cluster); err != nil {
 				logger.Error(err, "Resync statuses", "cluster", cluster)
 			}
 		}

@@ -35,7 +35,13 @@ type workStore struct {
 	byApp    map[string]map[string]struct{}  // hub application key -> namespace/name set
 	handlers []*registration
 	synced   bool
+	// removed remembers works that a Deleted status removed, for tombstoneTTL: the source client stores a
+	// deletion after it published it, and with a quick agent the final status can come first.
+	removed map[kubetypes.UID]time.Time
 }
+
+// tombstoneTTL is how long a removed work's deletion may still arrive from the source client.
+const tombstoneTTL = 5 * time.Minute
 
 var (
 	_ store.ClientWatcherStore[*workv1.ManifestWork] = (*workStore)(nil)
@@ -44,9 +50,10 @@ var (
 
 func newWorkStore() *workStore {
 	return &workStore{
-		byKey: map[string]*workv1.ManifestWork{},
-		byUID: map[kubetypes.UID]string{},
-		byApp: map[string]map[string]struct{}{},
+		byKey:   map[string]*workv1.ManifestWork{},
+		byUID:   map[kubetypes.UID]string{},
+		byApp:   map[string]map[string]struct{}{},
+		removed: map[kubetypes.UID]time.Time{},
 	}
 }
 
@@ -98,6 +105,17 @@ func (s *workStore) put(w *workv1.ManifestWork) *workv1.ManifestWork {
 	return old
 }
 
+// tombstone remembers a removed work and forgets the ones older than tombstoneTTL; the caller holds the lock.
+func (s *workStore) tombstone(uid kubetypes.UID) {
+	now := time.Now()
+	for u, at := range s.removed {
+		if now.Sub(at) > tombstoneTTL {
+			delete(s.removed, u)
+		}
+	}
+	s.removed[uid] = now
+}
+
 // slim copies a work without its spec and its managed fields.
 func slim(w *workv1.ManifestWork) *workv1.ManifestWork {
 	out := &workv1.ManifestWork{TypeMeta: w.TypeMeta}
@@ -137,6 +155,12 @@ func (s *workStore) Add(obj runtime.Object) error {
 		return fmt.Errorf("unexpected object %T", obj)
 	}
 	s.mu.Lock()
+	if _, gone := s.removed[w.UID]; gone && !w.DeletionTimestamp.IsZero() {
+		// The deletion of a work whose removal was already confirmed: nothing to store.
+		s.mu.Unlock()
+		return nil
+	}
+	delete(s.removed, w.UID)
 	old := s.put(w)
 	stored := s.byKey[storeKey(w.Namespace, w.Name)]
 	handlers := append([]*registration(nil), s.handlers...)
@@ -206,6 +230,7 @@ func (s *workStore) applyStatus(logger klog.Logger, last, received *workv1.Manif
 		return nil, nil, nil
 	}
 	if meta.IsStatusConditionTrue(received.Status.Conditions, common.ResourceDeleted) {
+		s.tombstone(last.UID)
 		return nil, nil, s.remove(last)
 	}
 	// A status for a newer generation than stored is kept: the source client publishes an update before it
@@ -298,6 +323,21 @@ func (s *workStore) namespaces() []string {
 	out := make([]string, 0, len(seen))
 	for ns := range seen {
 		out = append(out, ns)
+	}
+	return out
+}
+
+// stuckDeletions returns the clusters with a work deleting since before the given time.
+func (s *workStore) stuckDeletions(before time.Time) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, w := range s.byKey {
+		if !w.DeletionTimestamp.IsZero() && w.DeletionTimestamp.Time.Before(before) && !seen[w.Namespace] {
+			seen[w.Namespace] = true
+			out = append(out, w.Namespace)
+		}
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package workclient
 import (
 	"context"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubetypes "k8s.io/apimachinery/pkg/types"
@@ -84,5 +85,48 @@ func TestStoreStatusRules(t *testing.T) {
 	got, _, _ := s.Get(ctx, "c1", "w")
 	if got.Generation != 2 || got.Status.Conditions[0].ObservedGeneration != 2 || got.Annotations[common.CloudEventsSequenceIDAnnotationKey] != seq[1] {
 		t.Fatalf("after the late store write: generation %d, status %+v, sequence %s", got.Generation, got.Status, got.Annotations[common.CloudEventsSequenceIDAnnotationKey])
+	}
+}
+
+// TestStoreIgnoresLateDeletion: the source client stores a deletion after it published it; when the agent's
+// confirmation (the Deleted status) came first, the late write must not bring the work back.
+func TestStoreIgnoresLateDeletion(t *testing.T) {
+	ctx := context.Background()
+	s := newWorkStore()
+	w := storedWork(1, seq[0], 1)
+	s.replace([]*workv1.ManifestWork{w})
+	deleted := statusEvent(1, seq[1], 1)
+	deleted.Status.Conditions = append(deleted.Status.Conditions, metav1.Condition{Type: common.ResourceDeleted, Status: metav1.ConditionTrue})
+	if err := s.HandleReceivedResource(ctx, deleted); err != nil {
+		t.Fatal(err)
+	}
+	late := w.DeepCopy()
+	now := metav1.Now()
+	late.DeletionTimestamp = &now
+	if err := s.Update(late); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Get(ctx, "c1", "w"); ok {
+		t.Fatal("a late deletion brought the removed work back")
+	}
+	// A new work of the same name (same UID) is stored again.
+	if err := s.Add(storedWork(1, "", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Get(ctx, "c1", "w"); !ok {
+		t.Fatal("a new work with the UID of a removed one was not stored")
+	}
+	if got := s.stuckDeletions(time.Now()); len(got) != 0 {
+		t.Fatalf("stuck deletions = %v, want none", got)
+	}
+	stuck := storedWork(2, "", 0)
+	stuck.Namespace, stuck.Name = "c2", "w2"
+	old := metav1.NewTime(time.Now().Add(-2 * time.Minute))
+	stuck.DeletionTimestamp = &old
+	if err := s.Add(stuck); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.stuckDeletions(time.Now().Add(-time.Minute)); len(got) != 1 || got[0] != "c2" {
+		t.Fatalf("stuck deletions = %v, want c2", got)
 	}
 }
