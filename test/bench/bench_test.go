@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,6 +61,9 @@ func TestSmallBenchmark(t *testing.T) {
 		if info, err := os.Stat(path); err != nil || info.Size() < 1000 {
 			t.Fatalf("plot: %v", err)
 		}
+	}
+	if _, err := json.Marshal(results); err != nil {
+		t.Fatalf("results do not encode: %v", err)
 	}
 	table := markdown(results, "test", machine())
 	for _, want := range []string{"20 × 10, grpc", "20 × 10, kube", "ratio to the floor", "controller: peak RSS"} {

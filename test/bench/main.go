@@ -55,6 +55,7 @@ type options struct {
 	keep         bool
 	base         Scenario
 	latencyUpTo  int
+	skipFloor    bool
 }
 
 func main() {
@@ -76,6 +77,8 @@ func main() {
 	flag.DurationVar(&o.base.Latency, "latency", o.base.Latency, "How long status latency is measured under churn")
 	flag.Float64Var(&o.base.LatencyRate, "latency-rate", o.base.LatencyRate, "Status changes per second while latency is measured")
 	flag.IntVar(&o.latencyUpTo, "latency-up-to", 20000, "Measure status latency at scales up to this many Applications")
+	flag.BoolVar(&o.base.Pprof, "pprof", false, "Serve the controller's Go profiles on a loopback port")
+	flag.BoolVar(&o.skipFloor, "skip-floor", false, "Do not measure the floor (for profiling runs)")
 	flag.Parse()
 	if len(o.scales) == 0 {
 		o.scales = scales{{300, 50, []string{"grpc", "kube"}}, {3000, 50, []string{"grpc"}}}
@@ -95,6 +98,9 @@ func (o *options) run(ctx context.Context) error {
 			return err
 		}
 		o.workDir = dir
+	}
+	if err := os.MkdirAll(o.workDir, 0o750); err != nil {
+		return err
 	}
 	if !o.keep {
 		defer func() { _ = os.RemoveAll(o.workDir) }()
@@ -121,7 +127,7 @@ func (o *options) run(ctx context.Context) error {
 		var results []*Result
 		for _, tr := range s.transports {
 			sc := o.base
-			sc.Transport, sc.Clusters, sc.AppSets, sc.Binary = tr, s.clusters, s.appSets, bin
+			sc.Transport, sc.Clusters, sc.AppSets, sc.Binary, sc.SkipFloor = tr, s.clusters, s.appSets, bin, o.skipFloor
 			sc.Dir = filepath.Join(o.workDir, fmt.Sprintf("%dx%d-%s", s.clusters, s.appSets, tr))
 			if s.clusters*s.appSets > o.latencyUpTo {
 				sc.Latency = 0
@@ -145,16 +151,16 @@ func (o *options) run(ctx context.Context) error {
 		all = append(all, results...)
 		tables = append(tables, markdown(results, "make bench", machine()))
 	}
+	table := strings.Join(tables, "\n")
+	fmt.Println(table)
+	if err := os.WriteFile(filepath.Join(o.out, "results.md"), []byte(table), 0o600); err != nil {
+		return err
+	}
 	data, err := json.MarshalIndent(all, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(o.out, "results.json"), data, 0o600); err != nil {
-		return err
-	}
-	table := strings.Join(tables, "\n")
-	fmt.Println(table)
-	return os.WriteFile(filepath.Join(o.out, "results.md"), []byte(table), 0o600)
+	return os.WriteFile(filepath.Join(o.out, "results.json"), data, 0o600)
 }
 
 // machine describes this machine: CPUs, memory, kernel.

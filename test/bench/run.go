@@ -44,7 +44,11 @@ type Scenario struct {
 	LatencyRate float64
 	Binary      string
 	Dir         string
-	Log         func(string, ...any)
+	// Pprof serves the controller's Go profiles on a loopback port (logged).
+	Pprof bool
+	// SkipFloor leaves the floor out.
+	SkipFloor bool
+	Log       func(string, ...any)
 }
 
 // Result is what a scenario measured.
@@ -89,29 +93,48 @@ func run(ctx context.Context, sc Scenario) (*Result, error) {
 	res := &Result{Scenario: sc, Applications: sc.Clusters * sc.AppSets, Usage: map[string]usage{}}
 	clusters := sim.ClusterNames("cluster", 1, sc.Clusters)
 
-	sc.Log("floor: creating %d Applications and writing each status once on a fresh hub apiserver", res.Applications)
-	floorEnv, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(sc.Dir, "floor")})
-	if err != nil {
-		return nil, err
+	if !sc.SkipFloor {
+		if err := runFloor(ctx, sc, clusters, res); err != nil {
+			return nil, err
+		}
 	}
-	res.Floor, err = measureFloor(ctx, floorEnv.Hub.Config(), clusters, sc.AppSets, sc.Concurrency, sc.QPS, sc.Burst)
-	floorEnv.Stop()
-	if err != nil {
-		return nil, err
-	}
-	sc.Log("floor: %s", res.Floor.Round(time.Millisecond))
 
+	controllerArgs := []string{fmt.Sprintf("--workers=%d", sc.Concurrency), fmt.Sprintf("--kube-api-qps=%g", sc.QPS),
+		fmt.Sprintf("--kube-api-burst=%d", sc.Burst)}
+	if sc.Pprof {
+		port, err := testenv.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		controllerArgs = append(controllerArgs, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", port))
+		sc.Log("controller pprof: http://127.0.0.1:%d/debug/pprof/", port)
+	}
 	f, err := fleet.Start(ctx, fleet.Options{
 		Dir: filepath.Join(sc.Dir, "fleet"), Clusters: clusters, Transport: sc.Transport, Binary: sc.Binary, Simulated: true,
-		ControllerArgs: []string{fmt.Sprintf("--workers=%d", sc.Concurrency), fmt.Sprintf("--kube-api-qps=%g", sc.QPS),
-			fmt.Sprintf("--kube-api-burst=%d", sc.Burst)},
-		Progress: func(s string) { sc.Log("%s", s) },
+		ControllerArgs: controllerArgs,
+		Progress:       func(s string) { sc.Log("%s", s) },
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer f.Stop()
 	return res, measure(ctx, sc, f, clusters, res)
+}
+
+// runFloor measures the floor on a fresh hub apiserver.
+func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) error {
+	sc.Log("floor: creating %d Applications and writing each status once on a fresh hub apiserver", res.Applications)
+	floorEnv, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(sc.Dir, "floor")})
+	if err != nil {
+		return err
+	}
+	defer floorEnv.Stop()
+	res.Floor, err = measureFloor(ctx, floorEnv.Hub.Config(), clusters, sc.AppSets, sc.Concurrency, sc.QPS, sc.Burst)
+	if err != nil {
+		return err
+	}
+	sc.Log("floor: %s", res.Floor.Round(time.Millisecond))
+	return nil
 }
 
 // measure runs the scenario on a started fleet.
