@@ -48,7 +48,7 @@ type Scenario struct {
 	Pprof bool
 	// SkipFloor leaves the floor out.
 	SkipFloor bool
-	Log       func(string, ...any)
+	Log       func(string, ...any) `json:"-"`
 }
 
 // Result is what a scenario measured.
