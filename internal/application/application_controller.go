@@ -12,7 +12,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -85,7 +84,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("application").
-		For(argocd.NewApplication(), builder.WithPredicates(specChanged())).
+		For(&argocd.Application{}, builder.WithPredicates(specChanged())).
 		WatchesRawSource(&source.Informer{
 			Informer: r.Works.Informer(),
 			Handler:  handler.EnqueueRequestsFromMapFunc(workToApplication),
@@ -99,7 +98,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 
 // Reconcile delivers one hub Application.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	app := argocd.NewApplication()
+	app := &argocd.Application{}
 	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, fmt.Errorf("get application %s: %w", req, err)
@@ -151,7 +150,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // reconcileGone handles an Application that is not in the cache: deleted, or no longer a pull-model Application.
 // Either way its works go; in the second case argocd-pull's finalizer goes too.
 func (r *Reconciler) reconcileGone(ctx context.Context, req ctrl.Request) error {
-	live := argocd.NewApplication()
+	live := &argocd.Application{}
 	err := r.APIReader.Get(ctx, req.NamespacedName, live)
 	exists := err == nil
 	switch {
@@ -175,7 +174,7 @@ func (r *Reconciler) reconcileGone(ctx context.Context, req ctrl.Request) error 
 // for them: argocd-pull's own, and Argo CD's resources and post-delete finalizers. The hub's Argo CD never
 // processes a skip-reconcile Application, not even its deletion; in the pull model the managed cluster's
 // Argo CD does what those finalizers ask (the delivered copy carries them), and the hub copy follows.
-func (r *Reconciler) reconcileDelete(ctx context.Context, app *unstructured.Unstructured) (ctrl.Result, error) {
+func (r *Reconciler) reconcileDelete(ctx context.Context, app *argocd.Application) (ctrl.Result, error) {
 	remaining, err := r.deleteWorks(ctx, app.GetNamespace(), app.GetName(), "")
 	if err != nil {
 		return ctrl.Result{}, err
@@ -226,7 +225,7 @@ func (r *Reconciler) deleteWorks(ctx context.Context, namespace, name, keep stri
 	return remaining, nil
 }
 
-func (r *Reconciler) ensureFinalizer(ctx context.Context, app *unstructured.Unstructured) error {
+func (r *Reconciler) ensureFinalizer(ctx context.Context, app *argocd.Application) error {
 	if argocd.OwningAppSet(app) != "" || controllerutil.ContainsFinalizer(app, Finalizer) {
 		return nil
 	}
@@ -238,7 +237,7 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, app *unstructured.Unst
 	return nil
 }
 
-func (r *Reconciler) removeFinalizers(ctx context.Context, app *unstructured.Unstructured, finalizers ...string) error {
+func (r *Reconciler) removeFinalizers(ctx context.Context, app *argocd.Application, finalizers ...string) error {
 	patch := client.MergeFromWithOptions(app.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	for _, f := range finalizers {
 		controllerutil.RemoveFinalizer(app, f)

@@ -129,7 +129,7 @@ func raw(name, v string) workv1.FeedbackValue {
 func TestStatusFromFeedback(t *testing.T) {
 	c := hubClient(t)
 	ns, cluster := setup(t, c)
-	startController(t)
+	stop := startController(t)
 
 	createApp(t, c, newApp(ns, "status", cluster))
 	var w *workv1.ManifestWork
@@ -150,7 +150,8 @@ func TestStatusFromFeedback(t *testing.T) {
 	setWorkStatus(t, c, w,
 		str(appstatus.FeedbackSyncStatus, "Synced"), str(appstatus.FeedbackHealthStatus, "Healthy"),
 		raw("status.sync", `{"status":"Synced","revision":"abc123","comparedTo":{"destination":{"server":"https://kubernetes.default.svc","namespace":"guestbook"},"source":{"repoURL":"http://git.example/repo.git"}}}`),
-		raw("status.health", `{"status":"Healthy"}`),
+		// Characters encoding/json escapes: the stored status must still hash as the one the controller built.
+		raw("status.health", `{"status":"Healthy","message":"<ok> & \u00e9t\u00e9 \u2028"}`),
 		raw("status.resources", `[{"version":"v1","kind":"ConfigMap","namespace":"guestbook","name":"cm","status":"Synced","health":{"status":"Healthy"}}]`),
 		raw("status.summary", `{"images":["nginx:1"]}`),
 		str("status.sourceType", "Directory"),
@@ -174,6 +175,15 @@ func TestStatusFromFeedback(t *testing.T) {
 		t.Fatal(err)
 	}
 	consistently(t, "hub application not rewritten", 2*time.Second, func() error {
+		if got := getApp(t, c, ns, "status").GetResourceVersion(); got != rv {
+			return fmt.Errorf("application written again: %s -> %s", rv, got)
+		}
+		return nil
+	})
+	// A restarted controller recognises the stored status too.
+	stop()
+	startController(t)
+	consistently(t, "hub application not rewritten after a restart", 2*time.Second, func() error {
 		if got := getApp(t, c, ns, "status").GetResourceVersion(); got != rv {
 			return fmt.Errorf("application written again: %s -> %s", rv, got)
 		}

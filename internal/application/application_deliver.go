@@ -21,7 +21,9 @@ import (
 
 // state is what one reconcile of an Application learns, step by step.
 type state struct {
-	app     *unstructured.Unstructured
+	app *argocd.Application
+	// payload is the Application as an unstructured object, for the work builder.
+	payload *unstructured.Unstructured
 	cluster string
 	project *unstructured.Unstructured
 	// conditions are the problems found on the hub side (bad input, unknown or forbidden cluster).
@@ -77,7 +79,7 @@ func (r *Reconciler) validate(ctx context.Context, s *state) (ctrl.Result, error
 			return ctrl.Result{}, nil
 		}
 	}
-	if name := argocd.Project(s.app); name != argocd.DefaultProject {
+	if name := s.app.Project(); name != argocd.DefaultProject {
 		proj := argocd.NewAppProject()
 		err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Options.HubArgoCDNamespace, Name: name}, proj)
 		if apierrors.IsNotFound(err) {
@@ -105,7 +107,10 @@ func (r *Reconciler) deliver(ctx context.Context, s *state) (ctrl.Result, error)
 	if err == nil {
 		s.work = existing
 	}
-	desired, err := BuildWork(s.app, BuildOptions{
+	if s.payload, err = s.app.Unstructured(); err != nil {
+		return ctrl.Result{}, err
+	}
+	desired, err := BuildWork(s.payload, BuildOptions{
 		Cluster:              s.cluster,
 		WorkName:             name,
 		SpokeArgoCDNamespace: r.Options.SpokeArgoCDNamespace,

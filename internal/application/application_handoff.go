@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -50,7 +49,7 @@ func (r *Reconciler) handOff(ctx context.Context, s *state) (ctrl.Result, error)
 		ops = append(ops, map[string]any{"op": "test", "path": path, "value": refresh}, map[string]any{"op": "remove", "path": path})
 	}
 	if clearOperation {
-		ops = append(ops, map[string]any{"op": "test", "path": "/operation", "value": s.app.Object["operation"]},
+		ops = append(ops, map[string]any{"op": "test", "path": "/operation", "value": s.app.Operation},
 			map[string]any{"op": "remove", "path": "/operation"})
 	}
 	data, err := json.Marshal(ops)
@@ -77,8 +76,8 @@ func jsonPointerEscape(key string) string {
 
 // operationBaseline returns the startedAt of the managed cluster's last operation at the time the hub's
 // .operation was first delivered; it stays in the work for as long as the hub has that operation.
-func operationBaseline(app *unstructured.Unstructured, work *workv1.ManifestWork) string {
-	if app.Object["operation"] == nil {
+func operationBaseline(app *argocd.Application, work *workv1.ManifestWork) string {
+	if !app.HasOperation() {
 		return ""
 	}
 	if work == nil {
@@ -95,9 +94,9 @@ func operationBaseline(app *unstructured.Unstructured, work *workv1.ManifestWork
 
 // operationHandedOff reports whether the managed cluster has run the hub's .operation to its end: its last
 // operation carries the marker of the hub's operation and has ended.
-func operationHandedOff(app *unstructured.Unstructured, work *workv1.ManifestWork, status map[string]any) bool {
-	op := app.Object["operation"]
-	if op == nil {
+func operationHandedOff(app *argocd.Application, work *workv1.ManifestWork, status map[string]any) bool {
+	op, err := app.OperationValue()
+	if err != nil || op == nil {
 		return false
 	}
 	state, _ := status["operationState"].(map[string]any)

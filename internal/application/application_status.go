@@ -2,19 +2,17 @@ package application
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/appstatus"
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
 )
 
 // writeStatus writes the hub Application's .status when it differs from what the hub has: the managed
@@ -40,7 +38,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, er
 		delivery = appstatus.FromWork(work, appstatus.Options{Now: now, ApplyTimeout: r.Options.ApplyTimeout})
 	}
 	conditions := append(append([]appstatus.Condition{}, s.conditions...), delivery.Conditions...)
-	previous, _, _ := unstructured.NestedSlice(s.app.Object, "status", "conditions")
+	summary := s.app.StatusSummary()
+	previous := summary.Conditions
 	desired := appstatus.Compose(delivery.Status, conditions, previous, now)
 
 	var result ctrl.Result
@@ -50,11 +49,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, er
 		}
 	}
 
-	hash, err := StatusHash(desired)
+	hash, err := argocd.StatusHash(desired)
 	if err != nil {
 		return result, err
 	}
-	if hash == cachedStatusHash(s.app) {
+	if hash == summary.Hash {
 		return result, nil
 	}
 	if err := r.patchStatus(ctx, s.app, desired); err != nil {
@@ -66,7 +65,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, er
 
 // patchStatus replaces the Application's .status. The Application CRD has no status subresource; a JSON
 // patch "add /status" replaces the whole status without reading it first.
-func (r *Reconciler) patchStatus(ctx context.Context, app *unstructured.Unstructured, status map[string]any) error {
+func (r *Reconciler) patchStatus(ctx context.Context, app *argocd.Application, status map[string]any) error {
 	data, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": status}})
 	if err != nil {
 		return fmt.Errorf("encode status of application %s: %w", klog.KObj(app), err)
@@ -78,7 +77,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, app *unstructured.Unstruct
 }
 
 // recordTransitions emits a Warning event for each problem that was not in the previous status.
-func (r *Reconciler) recordTransitions(app *unstructured.Unstructured, previous []any, conditions []appstatus.Condition) {
+func (r *Reconciler) recordTransitions(app *argocd.Application, previous []argocd.Condition, conditions []appstatus.Condition) {
 	if r.Recorder == nil {
 		return
 	}
@@ -90,35 +89,11 @@ func (r *Reconciler) recordTransitions(app *unstructured.Unstructured, previous 
 	}
 }
 
-func hasCondition(conditions []any, c appstatus.Condition) bool {
+func hasCondition(conditions []argocd.Condition, c appstatus.Condition) bool {
 	for _, p := range conditions {
-		if pm, ok := p.(map[string]any); ok && pm["type"] == c.Type && pm["message"] == c.Message {
+		if p.Type == c.Type && p.Message == c.Message {
 			return true
 		}
 	}
 	return false
-}
-
-// StatusHash hashes an Application status the way the cache transform does, so a status that is already on
-// the hub is recognised and not written again.
-func StatusHash(status any) (string, error) {
-	if status == nil {
-		status = map[string]any{}
-	}
-	data, err := json.Marshal(status)
-	if err != nil {
-		return "", fmt.Errorf("encode application status: %w", err)
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:16]), nil
-}
-
-// cachedStatusHash returns the hash of the Application's full status as the cache transform recorded it, or
-// computes it when the object did not come through the transform.
-func cachedStatusHash(app *unstructured.Unstructured) string {
-	if h, ok := app.GetAnnotations()[AnnotationCachedStatusHash]; ok {
-		return h
-	}
-	h, _ := StatusHash(app.Object["status"])
-	return h
 }

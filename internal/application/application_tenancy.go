@@ -13,7 +13,7 @@ import (
 // sets to namespaces with ManagedClusterSetBindings, and Placements in the namespace choose among them).
 func (r *Reconciler) clusterPermitted(ctx context.Context, namespace, cluster string) (bool, error) {
 	list := &clusterv1beta1.PlacementDecisionList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("list placementdecisions in %s: %w", namespace, err)
 	}
 	for i := range list.Items {

@@ -1,10 +1,10 @@
 package application
 
 import (
+	"bytes"
 	"context"
 	"reflect"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -28,14 +28,14 @@ const (
 )
 
 func indexApplications(ctx context.Context, indexer client.FieldIndexer) error {
-	indexes := map[string]func(*unstructured.Unstructured) string{
-		indexCluster:          func(u *unstructured.Unstructured) string { return argocd.ManagedCluster(u) },
-		indexNamespaceCluster: func(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + argocd.ManagedCluster(u) },
-		indexProject:          argocd.Project,
+	indexes := map[string]func(*argocd.Application) string{
+		indexCluster:          func(a *argocd.Application) string { return argocd.ManagedCluster(a) },
+		indexNamespaceCluster: func(a *argocd.Application) string { return a.Namespace + "/" + argocd.ManagedCluster(a) },
+		indexProject:          (*argocd.Application).Project,
 	}
 	for name, fn := range indexes {
-		err := indexer.IndexField(ctx, argocd.NewApplication(), name, func(o client.Object) []string {
-			if v := fn(o.(*unstructured.Unstructured)); v != "" {
+		err := indexer.IndexField(ctx, &argocd.Application{}, name, func(o client.Object) []string {
+			if v := fn(o.(*argocd.Application)); v != "" {
 				return []string{v}
 			}
 			return nil
@@ -51,14 +51,14 @@ func indexApplications(ctx context.Context, indexer client.FieldIndexer) error {
 // status writes, mostly).
 func specChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, n := e.ObjectOld.(*unstructured.Unstructured), e.ObjectNew.(*unstructured.Unstructured)
+		o, n := e.ObjectOld.(*argocd.Application), e.ObjectNew.(*argocd.Application)
 		return !reflect.DeepEqual(o.GetLabels(), n.GetLabels()) ||
 			!reflect.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
 			!reflect.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
 			!reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
 			o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
-			!reflect.DeepEqual(o.Object["spec"], n.Object["spec"]) ||
-			!reflect.DeepEqual(o.Object["operation"], n.Object["operation"])
+			!bytes.Equal(o.Spec, n.Spec) ||
+			!bytes.Equal(o.Operation, n.Operation)
 	}}
 }
 
@@ -118,8 +118,8 @@ func (r *Reconciler) clusterToApplications(ctx context.Context, o client.Object)
 }
 
 func (r *Reconciler) applicationsBy(ctx context.Context, index, value string) []reconcile.Request {
-	list := argocd.NewApplicationList()
-	if err := r.Client.List(ctx, list, client.MatchingFields{index: value}); err != nil {
+	list := &argocd.ApplicationList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{index: value}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "List applications by index", "index", index, "value", value)
 		return nil
 	}

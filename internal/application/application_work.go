@@ -83,7 +83,7 @@ func WorkName(namespace, name string) string {
 }
 
 // SpokeNamespace returns the namespace of the Application on the managed cluster.
-func SpokeNamespace(app *unstructured.Unstructured) (string, error) {
+func SpokeNamespace(app metav1.Object) (string, error) {
 	ns, ok := app.GetAnnotations()[argocd.AnnotationAppNamespace]
 	if !ok {
 		return app.GetNamespace(), nil

@@ -268,11 +268,11 @@ func TestBuildWorkIsDeterministic(t *testing.T) {
 	if a.Annotations[AnnotationSpecHash] == c.Annotations[AnnotationSpecHash] {
 		t.Error("changed spec, same hash")
 	}
-	// A status change alone must not change the work, not even through the cache's status hash annotation.
+	// A status change alone must not change the work, nor any argocd-pull.io/ annotation (they are stripped).
 	d, err := BuildWork(hubApp(func(u *unstructured.Unstructured) {
 		u.Object["status"] = map[string]any{"sync": map[string]any{"status": "OutOfSync"}}
 		a := u.GetAnnotations()
-		a[AnnotationCachedStatusHash] = "0123"
+		a["argocd-pull.io/cache-note"] = "0123"
 		u.SetAnnotations(a)
 	}), BuildOptions{Cluster: "c", SpokeArgoCDNamespace: "argocd"})
 	if err != nil {

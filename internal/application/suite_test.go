@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,7 +41,8 @@ func hubClient(t *testing.T) client.Client {
 }
 
 // startController runs the hub controllers with the kube transport until the test ends.
-func startController(t *testing.T, mutate ...func(*controller.Options)) {
+// startController runs the hub controllers until the test ends or the returned stop is called.
+func startController(t *testing.T, mutate ...func(*controller.Options)) (stop func()) {
 	t.Helper()
 	opts := controller.NewOptions()
 	opts.MetricsAddress, opts.HealthAddress = "0", "0"
@@ -57,12 +59,17 @@ func startController(t *testing.T, mutate ...func(*controller.Options)) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("controller: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 var seq atomic.Int32

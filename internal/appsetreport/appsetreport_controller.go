@@ -118,7 +118,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		Watches(argocd.NewApplication(), r.applicationHandler(), builder.WithPredicates(reportChanged())).
+		Watches(&argocd.Application{}, r.applicationHandler(), builder.WithPredicates(reportChanged())).
 		Watches(newAppSetMetadata(), r.selfHandler(), builder.OnlyMetadata, builder.WithPredicates(appSetChanged())).
 		Watches(&v1alpha1.MulticlusterApplicationSetReport{}, r.selfHandler()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1)}).
@@ -170,7 +170,7 @@ func (r *Reconciler) getAppSet(ctx context.Context, key types.NamespacedName) (*
 
 // observeApplications reads the state of the ApplicationSet's pull-model Applications from the cache.
 func (r *Reconciler) observeApplications(ctx context.Context, key types.NamespacedName) ([]Observed, error) {
-	list := argocd.NewApplicationList()
+	list := &argocd.ApplicationList{}
 	// The cached objects are only read: no deep copy of thousands of Applications per evaluation.
 	if err := r.Client.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{indexAppSet: key.String()},
 		client.UnsafeDisableDeepCopy); err != nil {

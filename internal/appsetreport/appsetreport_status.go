@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
 	"github.com/argocd-pull/argocd-pull/internal/application"
@@ -71,58 +70,24 @@ type Observed struct {
 	ResourceCount int
 }
 
-// Observe reads the state of an Application.
-func Observe(app *unstructured.Unstructured) Observed {
-	status, _ := app.Object["status"].(map[string]any)
-	s := func(field, key string) string {
-		m, _ := status[field].(map[string]any)
-		v, _ := m[key].(string)
-		return v
-	}
+// Observe reads the state of an Application from its status summary.
+func Observe(app *argocd.Application) Observed {
+	st := app.StatusSummary()
 	o := Observed{
-		Namespace: app.GetNamespace(), Name: app.GetName(), AppSet: owningAppSet(app), Cluster: managedCluster(app),
-		Sync: s("sync", "status"), Revision: s("sync", "revision"),
-		Health: s("health", "status"), HealthMessage: s("health", "message"),
-		OperationPhase: s("operationState", "phase"), OperationStartedAt: s("operationState", "startedAt"),
-		OperationMessage: s("operationState", "message"),
+		Namespace: app.Namespace, Name: app.Name, AppSet: argocd.OwningAppSet(app), Cluster: argocd.ManagedCluster(app),
+		Sync: st.Sync, Revision: st.Revision, Health: st.Health, HealthMessage: st.HealthMessage,
+		OperationPhase: st.OperationPhase, OperationStartedAt: st.OperationStartedAt, OperationMessage: st.OperationMessage,
+		ResourceRefs: st.Resources,
 	}
-	o.ResourceRefs, o.ResourceCount = application.CachedResourceRefs(app)
-	conditions, _ := status["conditions"].([]any)
-	for _, c := range conditions {
-		m, ok := c.(map[string]any)
-		if !ok {
-			continue
-		}
-		typ, _ := m["type"].(string)
-		msg, _ := m["message"].(string)
-		if typ != "" || msg != "" {
-			o.Conditions = append(o.Conditions, v1alpha1.AppCondition{Type: typ, Message: msg})
+	if st.ResourceCount > argocd.MaxResources {
+		o.ResourceCount = st.ResourceCount
+	}
+	for _, c := range st.Conditions {
+		if c.Type != "" || c.Message != "" {
+			o.Conditions = append(o.Conditions, v1alpha1.AppCondition{Type: c.Type, Message: c.Message})
 		}
 	}
 	return o
-}
-
-// owningAppSet is argocd.OwningAppSet without decoding every owner reference (Observe runs for each of
-// thousands of cached Applications per evaluation).
-func owningAppSet(app *unstructured.Unstructured) string {
-	refs, _, _ := unstructured.NestedFieldNoCopy(app.Object, "metadata", "ownerReferences")
-	list, _ := refs.([]any)
-	for _, r := range list {
-		m, _ := r.(map[string]any)
-		apiVersion, _ := m["apiVersion"].(string)
-		if m["kind"] == argocd.ApplicationSetGVK.Kind && strings.HasPrefix(apiVersion, argocd.Group+"/") {
-			name, _ := m["name"].(string)
-			return name
-		}
-	}
-	return ""
-}
-
-// managedCluster is argocd.ManagedCluster without copying the annotations.
-func managedCluster(app *unstructured.Unstructured) string {
-	v, _, _ := unstructured.NestedFieldNoCopy(app.Object, "metadata", "annotations", argocd.AnnotationManagedCluster)
-	s, _ := v.(string)
-	return strings.TrimSpace(s)
 }
 
 // Severity ranks of an Application: errors first, fine last.
@@ -344,7 +309,7 @@ func resources(apps []Observed, maxResources int) ([]v1alpha1.ResourceRef, int32
 		}
 		if _, ok := seen[o.ResourceRefs]; !ok {
 			seen[o.ResourceRefs] = struct{}{}
-			refs := application.ParseResourceRefs(o.ResourceRefs)
+			refs := argocd.ParseResourceRefs(o.ResourceRefs)
 			for _, r := range refs {
 				apiVersion := r.Version
 				if r.Group != "" {

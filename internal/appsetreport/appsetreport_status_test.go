@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
@@ -17,18 +16,21 @@ import (
 )
 
 // app is a cached hub Application: owned by ApplicationSet "guestbook", delivered to cluster, with the status
-// compacted as the controller's cache keeps it.
-func app(name, cluster string, status map[string]any) *unstructured.Unstructured {
-	u := argocd.NewApplication()
-	u.SetNamespace("apps")
-	u.SetName(name)
-	u.SetLabels(map[string]string{argocd.LabelPull: "true"})
-	u.SetAnnotations(map[string]string{argocd.AnnotationManagedCluster: cluster})
-	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "guestbook", UID: "u1"}})
+// summarised as the controller's cache keeps it.
+func app(name, cluster string, status map[string]any) *argocd.Application {
+	a := &argocd.Application{}
+	a.SetNamespace("apps")
+	a.SetName(name)
+	a.SetLabels(map[string]string{argocd.LabelPull: "true"})
+	a.SetAnnotations(map[string]string{argocd.AnnotationManagedCluster: cluster})
+	a.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "guestbook", UID: "u1"}})
 	if status != nil {
-		u.Object["status"] = application.CompactStatus(status)
+		a.Status, _ = json.Marshal(status)
 	}
-	return u
+	if err := a.Compact(); err != nil {
+		panic(err)
+	}
+	return a
 }
 
 func status(sync, health string, extra ...func(map[string]any)) map[string]any {
@@ -73,7 +75,7 @@ func withResources(names ...string) func(map[string]any) {
 	}
 }
 
-func observeAll(apps ...*unstructured.Unstructured) []Observed {
+func observeAll(apps ...*argocd.Application) []Observed {
 	out := make([]Observed, len(apps))
 	for i, a := range apps {
 		out[i] = Observe(a)
@@ -165,7 +167,7 @@ func TestStatuses(t *testing.T) {
 
 	tests := []struct {
 		name        string
-		apps        []*unstructured.Unstructured
+		apps        []*argocd.Application
 		limits      Limits
 		wantEntries []string // cluster of each entry, in order
 		wantOmitted int32
@@ -173,7 +175,7 @@ func TestStatuses(t *testing.T) {
 	}{
 		{
 			name: "small ApplicationSets list every Application, as ACM does",
-			apps: []*unstructured.Unstructured{
+			apps: []*argocd.Application{
 				app("gb-c2", "c2", status("Synced", "Healthy")),
 				app("gb-c1", "c1", status("OutOfSync", "Healthy")),
 			},
@@ -189,7 +191,7 @@ func TestStatuses(t *testing.T) {
 		},
 		{
 			name: "large ApplicationSets list only the Applications that need attention",
-			apps: []*unstructured.Unstructured{
+			apps: []*argocd.Application{
 				app("gb-c1", "c1", status("Synced", "Healthy")),
 				app("gb-c2", "c2", status("Synced", "Healthy")),
 				app("gb-c3", "c3", status("Synced", "Healthy")),
@@ -199,7 +201,7 @@ func TestStatuses(t *testing.T) {
 		},
 		{
 			name: "beyond the limit the most severe are kept and the rest counted",
-			apps: []*unstructured.Unstructured{
+			apps: []*argocd.Application{
 				app("gb-c1", "c1", status("Synced", "Progressing")),
 				app("gb-c2", "c2", status("OutOfSync", "Healthy")),
 				app("gb-c3", "c3", status("Synced", "Degraded")),
@@ -211,7 +213,7 @@ func TestStatuses(t *testing.T) {
 		},
 		{
 			name: "messages and conditions are cut, errors first",
-			apps: []*unstructured.Unstructured{app("gb-c1", "c1", status("OutOfSync", "Degraded",
+			apps: []*argocd.Application{app("gb-c1", "c1", status("OutOfSync", "Degraded",
 				withConditions("W1", "w", "W2", "w", "W3", "w", "W4", "w", "W5", "w", "ComparisonError", long),
 				withHealthMessage(strings.Repeat("ü", 300))))},
 			wantEntries: []string{"c1"},
@@ -229,7 +231,7 @@ func TestStatuses(t *testing.T) {
 		},
 		{
 			name: "a message already in a condition is not repeated",
-			apps: []*unstructured.Unstructured{app("gb-c1", "c1", status("OutOfSync", "Healthy",
+			apps: []*argocd.Application{app("gb-c1", "c1", status("OutOfSync", "Healthy",
 				withOperation("Failed", "boom"), withConditions("SyncError", "boom")))},
 			wantEntries: []string{"c1"},
 			check: func(t *testing.T, s v1alpha1.AppConditions) {
@@ -240,7 +242,7 @@ func TestStatuses(t *testing.T) {
 		},
 		{
 			name: "resources are the union, deduplicated and sorted",
-			apps: []*unstructured.Unstructured{
+			apps: []*argocd.Application{
 				app("gb-c1", "c1", status("Synced", "Healthy", withResources("Service/web", "ConfigMap/config"))),
 				app("gb-c2", "c2", status("Synced", "Healthy", withResources("Service/web", "ConfigMap/config"))),
 				app("gb-c3", "c3", status("Synced", "Healthy", withResources("ConfigMap/extra"))),
@@ -259,7 +261,7 @@ func TestStatuses(t *testing.T) {
 		},
 		{
 			name: "the byte budget leaves entries out",
-			apps: []*unstructured.Unstructured{
+			apps: []*argocd.Application{
 				app("gb-c1", "c1", status("OutOfSync", "Healthy", withConditions("SharedResourceWarning", long))),
 				app("gb-c2", "c2", status("OutOfSync", "Degraded", withConditions("SyncError", long))),
 			},
@@ -320,7 +322,7 @@ func TestReportSizeAt3000Clusters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			apps := make([]*unstructured.Unstructured, clusters)
+			apps := make([]*argocd.Application, clusters)
 			for i := range apps {
 				cluster := fmt.Sprintf("cluster-%04d", i)
 				var s map[string]any
@@ -402,7 +404,7 @@ func TestTruncate(t *testing.T) {
 
 // BenchmarkStatuses3000 is one evaluation of the report of an ApplicationSet on 3,000 clusters, 10% failing.
 func BenchmarkStatuses3000(b *testing.B) {
-	apps := make([]*unstructured.Unstructured, 3000)
+	apps := make([]*argocd.Application, 3000)
 	for i := range apps {
 		s := status("Synced", "Healthy", withResources("ConfigMap/a", "Service/b", "Deployment/c"))
 		if i%10 == 0 {
@@ -419,31 +421,5 @@ func BenchmarkStatuses3000(b *testing.B) {
 			observed[i] = Observe(a)
 		}
 		Statuses(observed, limits)
-	}
-}
-
-// TestOwnerAndCluster checks that the allocation-free accessors agree with package argocd's.
-func TestOwnerAndCluster(t *testing.T) {
-	owned := func(refs ...metav1.OwnerReference) *unstructured.Unstructured {
-		u := app("a", " c1 ", nil)
-		u.SetOwnerReferences(refs)
-		return u
-	}
-	tests := []*unstructured.Unstructured{
-		app("a", "c1", nil),
-		owned(),
-		owned(metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "cm"}),
-		owned(metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "ApplicationSet", Name: "other"}),
-		owned(metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "cm"},
-			metav1.OwnerReference{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "second"}),
-		argocd.NewApplication(),
-	}
-	for i, u := range tests {
-		if got, want := owningAppSet(u), argocd.OwningAppSet(u); got != want {
-			t.Errorf("%d: owningAppSet() = %q, argocd.OwningAppSet() = %q", i, got, want)
-		}
-		if got, want := managedCluster(u), argocd.ManagedCluster(u); got != want {
-			t.Errorf("%d: managedCluster() = %q, argocd.ManagedCluster() = %q", i, got, want)
-		}
 	}
 }

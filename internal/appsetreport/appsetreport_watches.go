@@ -2,10 +2,8 @@ package appsetreport
 
 import (
 	"context"
-	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,7 +24,7 @@ func appSetKey(o client.Object) (types.NamespacedName, bool) {
 }
 
 func indexApplications(ctx context.Context, indexer client.FieldIndexer) error {
-	return indexer.IndexField(ctx, argocd.NewApplication(), indexAppSet, func(o client.Object) []string {
+	return indexer.IndexField(ctx, &argocd.Application{}, indexAppSet, func(o client.Object) []string {
 		if key, ok := appSetKey(o); ok {
 			return []string{key.String()}
 		}
@@ -79,15 +77,15 @@ func containsKey(keys []types.NamespacedName, key types.NamespacedName) bool {
 // cluster, its owner, or its deletion.
 func reportChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*unstructured.Unstructured)
-		n, ok2 := e.ObjectNew.(*unstructured.Unstructured)
+		o, ok1 := e.ObjectOld.(*argocd.Application)
+		n, ok2 := e.ObjectNew.(*argocd.Application)
 		if !ok1 || !ok2 {
 			return true
 		}
 		return argocd.ManagedCluster(o) != argocd.ManagedCluster(n) ||
 			argocd.OwningAppSet(o) != argocd.OwningAppSet(n) ||
 			o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
-			!reflect.DeepEqual(o.Object["status"], n.Object["status"])
+			o.StatusSummary().Hash != n.StatusSummary().Hash
 	}}
 }
 

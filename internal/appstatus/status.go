@@ -158,7 +158,7 @@ func StatusFromFeedback(values []workv1.FeedbackValue) (map[string]any, []error)
 
 // Compose returns the hub Application status: the status from the managed cluster with the delivery conditions
 // appended to its conditions. A condition that was already present keeps its lastTransitionTime.
-func Compose(spoke map[string]any, delivery []Condition, previous []any, now time.Time) map[string]any {
+func Compose(spoke map[string]any, delivery []Condition, previous []argocd.Condition, now time.Time) map[string]any {
 	status := make(map[string]any, len(spoke)+1)
 	for k, v := range spoke {
 		status[k] = v
@@ -182,16 +182,10 @@ func Compose(spoke map[string]any, delivery []Condition, previous []any, now tim
 	return status
 }
 
-func transitionTime(previous []any, c Condition, now time.Time) string {
+func transitionTime(previous []argocd.Condition, c Condition, now time.Time) string {
 	for _, p := range previous {
-		pm, ok := p.(map[string]any)
-		if !ok {
-			continue
-		}
-		if pm["type"] == c.Type && pm["message"] == c.Message {
-			if t, ok := pm["lastTransitionTime"].(string); ok && t != "" {
-				return t
-			}
+		if p.Type == c.Type && p.Message == c.Message && p.LastTransitionTime != "" {
+			return p.LastTransitionTime
 		}
 	}
 	return now.UTC().Format(time.RFC3339)

@@ -198,7 +198,7 @@ func TestCompose(t *testing.T) {
 		"sync":       map[string]any{"status": "Unknown"},
 		"conditions": []any{map[string]any{"type": "ComparisonError", "message": "repo not found"}},
 	}
-	previous := []any{map[string]any{"type": argocd.ConditionDeliveryWarning, "message": "old", "lastTransitionTime": "2026-01-01T00:00:00Z"}}
+	previous := []argocd.Condition{{Type: argocd.ConditionDeliveryWarning, Message: "old", LastTransitionTime: "2026-01-01T00:00:00Z"}}
 	got := Compose(spoke, []Condition{{Type: argocd.ConditionDeliveryWarning, Message: "old"}, {Type: argocd.ConditionDeliveryError, Message: "new"}}, previous, now)
 	want := map[string]any{
 		"sync": map[string]any{"status": "Unknown"},

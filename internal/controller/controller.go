@@ -177,7 +177,7 @@ type Controller struct {
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, clusterv1.Install, clusterv1beta1.Install, workv1.Install, gitopscluster.AddToScheme,
+		clientgoscheme.AddToScheme, clusterv1.Install, clusterv1beta1.Install, workv1.Install, gitopscluster.AddToScheme, argocd.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(err)
@@ -192,7 +192,7 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controller, error)
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 
 	byObject := map[client.Object]cache.ByObject{
-		argocd.NewApplication(): application.CacheOptions(),
+		&argocd.Application{}: application.CacheOptions(),
 	}
 	if o.Transport == TransportKube {
 		byObject[&workv1.ManifestWork{}] = workclient.KubeCacheOptions()

@@ -94,7 +94,11 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 			f.Stop()
 		}
 	}()
-	f.progress("starting etcd, kube-apiservers for the hub and %s, garbage collectors%s", strings.Join(o.Clusters, ", "),
+	clusters := strings.Join(o.Clusters, ", ")
+	if o.Simulated {
+		clusters = fmt.Sprintf("no managed cluster (%d are simulated)", len(o.Clusters))
+	}
+	f.progress("starting etcd, kube-apiservers for the hub and %s, garbage collectors%s", clusters,
 		map[bool]string{true: ", PostgreSQL", false: ""}[o.Transport == TransportGRPC])
 	managed := o.Clusters
 	if o.Simulated {

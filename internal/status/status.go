@@ -174,9 +174,14 @@ func (o *Options) list(ctx context.Context, apps dynamic.ResourceInterface) ([]a
 			rv = list.GetResourceVersion()
 		}
 		for i := range list.Items {
-			if o.selected(&list.Items[i]) {
-				observed = append(observed, appsetreport.Observe(&list.Items[i]))
+			if !o.selected(&list.Items[i]) {
+				continue
 			}
+			app, err := argocd.ApplicationFromUnstructured(&list.Items[i])
+			if err != nil {
+				return nil, "", err
+			}
+			observed = append(observed, appsetreport.Observe(app))
 		}
 		if cont = list.GetContinue(); cont == "" {
 			return observed, rv, nil
@@ -271,7 +276,11 @@ func (o *Options) apply(typ watch.EventType, app *unstructured.Unstructured, row
 		delete(rows, key)
 		return p.printEvent(string(watch.Deleted), old)
 	}
-	row := NewApplication(appsetreport.Observe(app))
+	typed, err := argocd.ApplicationFromUnstructured(app)
+	if err != nil {
+		return err
+	}
+	row := NewApplication(appsetreport.Observe(typed))
 	if shown && reflect.DeepEqual(old, row) {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
 	workv1 "open-cluster-management.io/api/work/v1"
 	clientoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/options"
@@ -37,6 +39,8 @@ import (
 var pg *testenv.Postgres
 
 func TestMain(m *testing.M) {
+	klog.InitFlags(nil)
+	flag.Parse()
 	os.Exit(run(m))
 }
 
@@ -160,7 +164,19 @@ func (a *agent) handle(ctx context.Context, w *workv1.ManifestWork) {
 	status := workv1.ManifestWorkStatus{Conditions: []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue,
 		Reason: "Applied", ObservedGeneration: w.Generation, LastTransitionTime: metav1.Now()}}}
 	patch, _ := json.Marshal(map[string]any{"status": status})
-	_, _ = works.Patch(ctx, w.Name, kubetypes.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	// Retried like a controller does: the sdk-go agent store tells its watchers of a new generation before it
+	// stores it, so a status patched right away can go out for the previous generation; the server refuses
+	// it, or the client reports a conflict.
+	for ctx.Err() == nil {
+		sent, err := works.Patch(ctx, w.Name, kubetypes.MergePatchType, patch, metav1.PatchOptions{}, "status")
+		if err == nil && sent.Generation == w.Generation {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+		if cur, err := works.Get(ctx, w.Name, metav1.GetOptions{}); err != nil || cur.Generation != w.Generation {
+			return
+		}
+	}
 }
 
 func (a *agent) generation(name string) int64 {

@@ -1,0 +1,297 @@
+package argocd
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Application is the hub controllers' thin view of an Argo CD Application: typed metadata, the spec and the
+// operation as raw JSON (decoded only when a work is built), and the status, which the controllers' cache
+// replaces by a Summary. A cached Application costs a fraction of a decoded unstructured one: at 150,000
+// Applications that is the difference between a controller that fits in 1 GiB and one that does not.
+type Application struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              json.RawMessage `json:"spec,omitempty"`
+	Operation         json.RawMessage `json:"operation,omitempty"`
+	// Status is the status as the apiserver sent it; Compact turns it into Summary.
+	Status json.RawMessage `json:"status,omitempty"`
+	// Summary is what the controllers read of the status (not serialized).
+	Summary *StatusSummary `json:"-"`
+}
+
+// ApplicationList is a list of Applications.
+type ApplicationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Application `json:"items"`
+}
+
+// StatusSummary is what the hub controllers read of an Application's status.
+type StatusSummary struct {
+	// Hash is the hash of the whole status (StatusHash), to tell whether a status is already on the hub.
+	Hash                                                                      string
+	Sync, Revision, Health, HealthMessage                                     string
+	OperationPhase, OperationStartedAt, OperationFinishedAt, OperationMessage string
+	Conditions                                                                []Condition
+	// Resources identify the resources the Application deploys (see ResourceRefs), at most MaxResources of
+	// them; ResourceCount is their number.
+	Resources     string
+	ResourceCount int
+}
+
+// Condition is an entry of an Application's status.conditions.
+type Condition struct {
+	Type               string `json:"type"`
+	Message            string `json:"message"`
+	LastTransitionTime string `json:"lastTransitionTime,omitempty"`
+}
+
+// StatusHash hashes an Application status as its canonical JSON (what encoding/json writes, and what the
+// apiserver sends back for a custom resource), so a status already on the hub is recognised.
+func StatusHash(status any) (string, error) {
+	if status == nil {
+		status = map[string]any{}
+	}
+	data, err := json.Marshal(status)
+	if err != nil {
+		return "", fmt.Errorf("encode application status: %w", err)
+	}
+	return hashBytes(data), nil
+}
+
+func hashBytes(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
+}
+
+// emptyStatusHash is the hash of an absent status.
+var emptyStatusHash, _ = StatusHash(nil)
+
+// statusFields is the part of a status Compact decodes.
+type statusFields struct {
+	Sync struct {
+		Status   string `json:"status"`
+		Revision string `json:"revision"`
+	} `json:"sync"`
+	Health struct {
+		Status  string `json:"status"`
+		Message string `json:"message"`
+	} `json:"health"`
+	OperationState struct {
+		Phase      string `json:"phase"`
+		StartedAt  string `json:"startedAt"`
+		FinishedAt string `json:"finishedAt"`
+		Message    string `json:"message"`
+	} `json:"operationState"`
+	Conditions []Condition   `json:"conditions"`
+	Resources  []ResourceRef `json:"resources"`
+}
+
+// Compact replaces the raw status by its Summary. The raw status bytes are the apiserver's encoding of the
+// status, so their hash equals StatusHash of the same status built elsewhere.
+func (a *Application) Compact() error {
+	s := &StatusSummary{Hash: emptyStatusHash}
+	if len(a.Status) > 0 && string(a.Status) != "null" {
+		var f statusFields
+		if err := json.Unmarshal(a.Status, &f); err != nil {
+			return fmt.Errorf("decode status of application %s/%s: %w", a.Namespace, a.Name, err)
+		}
+		s.Hash = hashBytes(a.Status)
+		s.Sync, s.Revision = f.Sync.Status, f.Sync.Revision
+		s.Health, s.HealthMessage = f.Health.Status, f.Health.Message
+		s.OperationPhase, s.OperationStartedAt = f.OperationState.Phase, f.OperationState.StartedAt
+		s.OperationFinishedAt, s.OperationMessage = f.OperationState.FinishedAt, f.OperationState.Message
+		s.Conditions = f.Conditions
+		s.Resources, s.ResourceCount = EncodeResourceRefs(f.Resources)
+	}
+	a.Summary, a.Status = s, nil
+	return nil
+}
+
+// StatusSummary returns the Summary, computing it when the Application did not come through Compact.
+func (a *Application) StatusSummary() *StatusSummary {
+	if a.Summary == nil {
+		c := a.DeepCopy()
+		if err := c.Compact(); err != nil {
+			return &StatusSummary{}
+		}
+		a.Summary = c.Summary
+	}
+	return a.Summary
+}
+
+// HasOperation reports whether the Application has an operation.
+func (a *Application) HasOperation() bool {
+	return len(a.Operation) > 0 && string(a.Operation) != "null"
+}
+
+// OperationValue returns the operation decoded.
+func (a *Application) OperationValue() (any, error) {
+	var op any
+	if !a.HasOperation() {
+		return nil, nil
+	}
+	if err := json.Unmarshal(a.Operation, &op); err != nil {
+		return nil, fmt.Errorf("decode operation of application %s/%s: %w", a.Namespace, a.Name, err)
+	}
+	return op, nil
+}
+
+// Project returns the project of the Application ("default" when not set).
+func (a *Application) Project() string {
+	var spec struct {
+		Project string `json:"project"`
+	}
+	_ = json.Unmarshal(a.Spec, &spec)
+	if spec.Project == "" {
+		return DefaultProject
+	}
+	return spec.Project
+}
+
+// Unstructured returns the Application without its status as an unstructured object, for the work builder.
+func (a *Application) Unstructured() (*unstructured.Unstructured, error) {
+	c := a.DeepCopy()
+	c.Status, c.Summary = nil, nil
+	c.SetGroupVersionKind(ApplicationGVK)
+	data, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode application %s/%s: %w", a.Namespace, a.Name, err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		return nil, fmt.Errorf("decode application %s/%s: %w", a.Namespace, a.Name, err)
+	}
+	return u, nil
+}
+
+// ResourceRef identifies a resource an Application deploys, as status.resources names it.
+type ResourceRef struct {
+	Group     string `json:"group"`
+	Version   string `json:"version"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// MaxResources is the number of resources of one Application a Summary keeps.
+const MaxResources = 100
+
+// EncodeResourceRefs encodes the first MaxResources resource identities as one interned string (a list of
+// structs would cost more than the rest of a cached Application), and returns it with their number.
+func EncodeResourceRefs(refs []ResourceRef) (string, int) {
+	if len(refs) == 0 {
+		return "", 0
+	}
+	var b strings.Builder
+	count := 0
+	for _, r := range refs {
+		if r.Kind == "" || r.Name == "" {
+			continue
+		}
+		count++
+		if count > MaxResources {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(r.Group + "/" + r.Version + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name)
+	}
+	return interned.intern(b.String()), count
+}
+
+// ParseResourceRefs decodes EncodeResourceRefs.
+func ParseResourceRefs(s string) []ResourceRef {
+	if s == "" {
+		return nil
+	}
+	var out []ResourceRef
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.SplitN(line, "/", 5)
+		if len(f) == 5 {
+			out = append(out, ResourceRef{Group: f[0], Version: f[1], Kind: f[2], Namespace: f[3], Name: f[4]})
+		}
+	}
+	return out
+}
+
+// DeepCopyInto copies the Application.
+func (a *Application) DeepCopyInto(out *Application) {
+	*out = *a
+	out.TypeMeta = a.TypeMeta
+	a.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.Spec = copyRaw(a.Spec)
+	out.Operation = copyRaw(a.Operation)
+	out.Status = copyRaw(a.Status)
+	if a.Summary != nil {
+		s := *a.Summary
+		s.Conditions = append([]Condition(nil), a.Summary.Conditions...)
+		out.Summary = &s
+	}
+}
+
+// DeepCopy copies the Application.
+func (a *Application) DeepCopy() *Application {
+	if a == nil {
+		return nil
+	}
+	out := &Application{}
+	a.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyObject copies the Application.
+func (a *Application) DeepCopyObject() runtime.Object { return a.DeepCopy() }
+
+// DeepCopyObject copies the list.
+func (l *ApplicationList) DeepCopyObject() runtime.Object {
+	if l == nil {
+		return nil
+	}
+	out := &ApplicationList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	if l.Items != nil {
+		out.Items = make([]Application, len(l.Items))
+		for i := range l.Items {
+			l.Items[i].DeepCopyInto(&out.Items[i])
+		}
+	}
+	return out
+}
+
+func copyRaw(r json.RawMessage) json.RawMessage {
+	if r == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), r...)
+}
+
+// AddToScheme registers Application and ApplicationList.
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypeWithName(ApplicationGVK, &Application{})
+	s.AddKnownTypeWithName(ApplicationGVK.GroupVersion().WithKind("ApplicationList"), &ApplicationList{})
+	metav1.AddToGroupVersion(s, ApplicationGVK.GroupVersion())
+	return nil
+}
+
+// ApplicationFromUnstructured converts an unstructured Application (from a dynamic client).
+func ApplicationFromUnstructured(u *unstructured.Unstructured) (*Application, error) {
+	data, err := u.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("encode application %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	a := &Application{}
+	if err := json.Unmarshal(data, a); err != nil {
+		return nil, fmt.Errorf("decode application %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return a, nil
+}
