@@ -258,7 +258,7 @@ func (l *ApplicationList) DeepCopyObject() runtime.Object {
 		return nil
 	}
 	out := &ApplicationList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	if l.Items != nil {
 		out.Items = make([]Application, len(l.Items))
 		for i := range l.Items {

@@ -165,19 +165,24 @@ func (f *Fleet) reportStatus(ctx context.Context, c *cluster, w *workv1.Manifest
 	var obj *unstructured.Unstructured
 	var seq uint32
 	var due, changed int64
+	unchanged := false
 	if sw != nil && sw.hasApp {
-		if sw.sentGen == w.Generation && sw.sentChange == sw.app.changedAt && (sw.app.due == 0 || now.UnixNano() < sw.app.due) {
-			// Nothing changed since the last status sent: this event is that status coming back.
-			c.mu.Unlock()
-			return nil
+		// Nothing changed since the last status sent: this event is that status coming back.
+		unchanged = sw.sentGen == w.Generation && sw.sentChange == sw.app.changedAt && (sw.app.due == 0 || now.UnixNano() < sw.app.due)
+		if !unchanged {
+			sw.app.advance(now)
+			obj = f.applicationObject(&sw.app)
 		}
-		sw.app.advance(now)
-		obj = f.applicationObject(&sw.app)
 		seq, due, changed = sw.seq, sw.app.due, sw.app.changedAt
 	}
 	c.mu.Unlock()
+	// Every pass schedules the next transition again: the queue keeps one wake-up per work, the earliest, so a
+	// retry after an error replaces it; and a timer can fire a little before the wall clock reaches due.
 	if due > 0 {
-		f.queue.AddAfter(key{cluster: c.index, work: w.Name}, time.Until(time.Unix(0, due)))
+		f.queue.AddAfter(key{cluster: c.index, work: w.Name}, max(time.Until(time.Unix(0, due)), time.Millisecond))
+	}
+	if unchanged {
+		return nil
 	}
 
 	status := availableStatus(w, liveObjects(w, obj), f.reader)

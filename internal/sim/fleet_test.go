@@ -202,6 +202,26 @@ func hubStatus(ctx context.Context, h hubSide, d delivered) (appstatus.Delivery,
 	return appstatus.FromWork(w, appstatus.Options{Now: time.Now()}), nil
 }
 
+// simView describes what the simulated cluster holds of a delivery, for a failure message.
+func simView(f *Fleet, d delivered) string {
+	app, _ := f.Application(d.cluster, d.work)
+	c := f.cluster(d.cluster)
+	w, _ := f.tr.get(c, d.work)
+	c.mu.Lock()
+	sw := c.works[d.work]
+	var sent string
+	if sw != nil {
+		sent = fmt.Sprintf("gen %d sentGen %d sentChange %d changedAt %d due %d", sw.gen, sw.sentGen, sw.sentChange, sw.app.changedAt, sw.app.due)
+	}
+	c.mu.Unlock()
+	var cached string
+	if w != nil {
+		b, _ := json.Marshal(w.Status.ResourceStatus)
+		cached = fmt.Sprintf("rv %s gen %d status %s", w.ResourceVersion, w.Generation, b)
+	}
+	return fmt.Sprintf("simulated %s/%s op %s (%s); cached work %s; stats %+v", app.Sync, app.Health, app.OperationPhase, sent, cached, f.Stats())
+}
+
 func field(status map[string]any, path ...string) any {
 	var v any = status
 	for _, p := range path {
@@ -261,7 +281,7 @@ func runScenario(t *testing.T, h hubSide, f *Fleet, ev *events, clusters []strin
 					return fmt.Errorf("%s/%s: %v/%v conditions %v, want Unknown/Healthy and a ComparisonError", d.cluster, d.hub, sync, health, conds)
 				}
 			case sync != SyncSynced || health != HealthHealthy:
-				return fmt.Errorf("%s/%s is %v/%v", d.cluster, d.hub, sync, health)
+				return fmt.Errorf("%s/%s is %v/%v; %s", d.cluster, d.hub, sync, health, simView(f, d))
 			case len(got.Status["resources"].([]any)) != 2 || field(got.Status, "operationState", "phase") != PhaseSucceeded:
 				return fmt.Errorf("%s/%s: status %v", d.cluster, d.hub, got.Status)
 			}

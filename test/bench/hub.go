@@ -69,11 +69,6 @@ func label(labels, name string) string {
 	return rest[:strings.IndexByte(rest, '"')]
 }
 
-// writes is the number of mutating requests.
-func (c requestCounts) writes() float64 {
-	return c["POST"] + c["PUT"] + c["PATCH"] + c["DELETE"] + c["APPLY"]
-}
-
 // writesByResource is the writes per minute by resource.
 func (c requestCounts) writesByResource(minutes float64) map[string]float64 {
 	out := map[string]float64{}

@@ -150,17 +150,25 @@ func (o *options) run(ctx context.Context) error {
 		}
 		all = append(all, results...)
 		tables = append(tables, markdown(results, "make bench", machine()))
+		// The results so far are written after each scale: a long run that is stopped keeps what it measured.
+		if err := writeResults(o.out, all, tables); err != nil {
+			return err
+		}
 	}
-	table := strings.Join(tables, "\n")
-	fmt.Println(table)
-	if err := os.WriteFile(filepath.Join(o.out, "results.md"), []byte(table), 0o600); err != nil {
+	fmt.Println(strings.Join(tables, "\n"))
+	return nil
+}
+
+// writeResults writes results.md and results.json.
+func writeResults(dir string, all []*Result, tables []string) error {
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(strings.Join(tables, "\n")), 0o600); err != nil {
 		return err
 	}
 	data, err := json.MarshalIndent(all, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(o.out, "results.json"), data, 0o600)
+	return os.WriteFile(filepath.Join(dir, "results.json"), data, 0o600)
 }
 
 // machine describes this machine: CPUs, memory, kernel.
