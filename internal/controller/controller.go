@@ -28,6 +28,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/appsetreport"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/gitopscluster"
+	"github.com/argocd-pull/argocd-pull/internal/pagedlist"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -207,6 +208,9 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controller, error)
 		Cache: cache.Options{
 			ByObject:         byObject,
 			DefaultTransform: cache.TransformStripManagedFields(),
+			// Lists in pages, a relist after an expired watch included: at 150,000 Applications one
+			// unpaged list does not finish within the apiserver's request timeout.
+			NewInformer: pagedlist.NewSharedIndexInformer,
 		},
 		// Argo CD objects are unstructured; without this the client would read them from the apiserver.
 		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: true}},

@@ -16,6 +16,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/pagedlist"
 )
 
 // appView is what the tracker keeps of a hub Application.
@@ -58,7 +59,7 @@ func startTracker(ctx context.Context, cfg *rest.Config) (*tracker, error) {
 		},
 	}
 	t := &tracker{apps: map[string]appView{}, pending: map[string]expectation{}, stop: make(chan struct{})}
-	inf := toolscache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
+	inf := pagedlist.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
 	// Keep nothing but the name and the two statuses: the benchmark's own memory counts as the simulator's.
 	if err := inf.SetTransform(func(obj any) (any, error) {
 		u, ok := obj.(*unstructured.Unstructured)

@@ -1,0 +1,67 @@
+// Package pagedlist makes informers read large collections page by page.
+//
+// client-go's reflector lists without a limit when it relists after its watch ended (so that the apiserver's
+// watch cache can answer), and its first list asks for resourceVersion "0", for which the watch cache ignores
+// the limit. Either way a collection of 150,000 Applications comes back as one response of hundreds of
+// megabytes, which a busy apiserver does not finish within its request timeout: the informer then retries the
+// same list every minute and never syncs again. A list through this package asks for the latest state
+// (resourceVersion "", which the reflector accepts as it accepts any newer state), a page at a time; the
+// reflector follows the pages.
+package pagedlist
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// DefaultPageSize is the page size of client-go's own pager.
+const DefaultPageSize = 500
+
+// ListerWatcher is lw whose lists ask for pages of at most size objects.
+func ListerWatcher(lw toolscache.ListerWatcher, size int64) toolscache.ListerWatcher {
+	return &paged{inner: toolscache.ToListerWatcherWithContext(lw), size: size}
+}
+
+// NewSharedIndexInformer is toolscache.NewSharedIndexInformer with paged lists of DefaultPageSize; it fits
+// controller-runtime's cache.Options.NewInformer.
+func NewSharedIndexInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+	return toolscache.NewSharedIndexInformer(ListerWatcher(lw, DefaultPageSize), obj, resync, indexers)
+}
+
+type paged struct {
+	inner toolscache.ListerWatcherWithContext
+	size  int64
+}
+
+// Options turns a list's options into those of a page: the first page of the latest state, or the next page.
+func Options(o metav1.ListOptions, size int64) metav1.ListOptions {
+	if o.Limit == 0 || o.Limit > size {
+		o.Limit = size
+	}
+	if o.Continue == "" {
+		o.ResourceVersion, o.ResourceVersionMatch = "", ""
+	}
+	return o
+}
+
+func (p *paged) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	return p.inner.ListWithContext(ctx, Options(o, p.size))
+}
+
+func (p *paged) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	return p.inner.WatchWithContext(ctx, o)
+}
+
+// List and Watch are the context-free forms the ListerWatcher interface still requires.
+func (p *paged) List(o metav1.ListOptions) (runtime.Object, error) {
+	return p.ListWithContext(context.Background(), o)
+}
+
+func (p *paged) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	return p.WatchWithContext(context.Background(), o)
+}

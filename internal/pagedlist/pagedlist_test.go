@@ -1,0 +1,101 @@
+package pagedlist_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/argocd-pull/argocd-pull/internal/pagedlist"
+	"github.com/argocd-pull/argocd-pull/internal/testenv"
+)
+
+func TestOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		in, want metav1.ListOptions
+	}{
+		{"first list of a reflector", metav1.ListOptions{ResourceVersion: "0"}, metav1.ListOptions{Limit: 7}},
+		{"relist from a resource version", metav1.ListOptions{ResourceVersion: "42", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan},
+			metav1.ListOptions{Limit: 7}},
+		{"next page", metav1.ListOptions{Limit: 7, Continue: "abc"}, metav1.ListOptions{Limit: 7, Continue: "abc"}},
+		{"smaller limit", metav1.ListOptions{Limit: 3, LabelSelector: "a=b"}, metav1.ListOptions{Limit: 3, LabelSelector: "a=b"}},
+		{"client-go's pager", metav1.ListOptions{Limit: 500, ResourceVersion: "0"}, metav1.ListOptions{Limit: 7}},
+	} {
+		if got := pagedlist.Options(tc.in, 7); got != tc.want {
+			t.Errorf("%s: Options(%+v) = %+v, want %+v", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+// listCounter records the options of every list an informer makes.
+type listCounter struct {
+	toolscache.ListerWatcher
+	mu    sync.Mutex
+	lists []metav1.ListOptions
+	items []int
+}
+
+func (c *listCounter) List(o metav1.ListOptions) (runtime.Object, error) {
+	obj, err := c.ListerWatcher.List(o)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lists = append(c.lists, o)
+	if l, ok := obj.(*corev1.ConfigMapList); ok {
+		c.items = append(c.items, len(l.Items))
+	}
+	return obj, err
+}
+
+// TestInformerReadsPages runs an informer on a real apiserver: its first list, which client-go sends with
+// resourceVersion "0" (answered whole by the watch cache, whatever the limit), arrives in pages.
+func TestInformerReadsPages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an apiserver")
+	}
+	ctx := context.Background()
+	env, err := testenv.Start(ctx, testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Stop)
+	cs := kubernetes.NewForConfigOrDie(env.Hub.Config())
+	const n = 230
+	for i := range n {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", i), Namespace: "default"}}
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counter := &listCounter{ListerWatcher: toolscache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", "default", fields.Everything())}
+	inf := toolscache.NewSharedIndexInformer(pagedlist.ListerWatcher(counter, 50), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	stop := make(chan struct{})
+	defer close(stop)
+	go inf.Run(stop)
+	syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !toolscache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	if got := len(inf.GetStore().ListKeys()); got < n {
+		t.Errorf("the informer holds %d config maps, want at least %d", got, n)
+	}
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	if len(counter.lists) < n/50 {
+		t.Fatalf("%d list requests for %d objects with pages of 50: %+v", len(counter.lists), n, counter.lists)
+	}
+	for i, items := range counter.items {
+		if items > 50 {
+			t.Errorf("list %d returned %d objects, more than a page", i, items)
+		}
+	}
+}
