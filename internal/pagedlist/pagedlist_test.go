@@ -38,14 +38,14 @@ func TestOptions(t *testing.T) {
 
 // listCounter records the options of every list an informer makes.
 type listCounter struct {
-	toolscache.ListerWatcher
+	*toolscache.ListWatch
 	mu    sync.Mutex
 	lists []metav1.ListOptions
 	items []int
 }
 
-func (c *listCounter) List(o metav1.ListOptions) (runtime.Object, error) {
-	obj, err := c.ListerWatcher.List(o)
+func (c *listCounter) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	obj, err := c.ListWatch.ListWithContext(ctx, o)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lists = append(c.lists, o)
@@ -75,7 +75,7 @@ func TestInformerReadsPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	counter := &listCounter{ListerWatcher: toolscache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", "default", fields.Everything())}
+	counter := &listCounter{ListWatch: toolscache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", "default", fields.Everything())}
 	inf := toolscache.NewSharedIndexInformer(pagedlist.ListerWatcher(counter, 50), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
 	stop := make(chan struct{})
 	defer close(stop)
