@@ -72,3 +72,24 @@ func TestSmallBenchmark(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkdownStoppedRun checks that a run stopped before the end says so and shows no end-to-end time.
+func TestMarkdownStoppedRun(t *testing.T) {
+	done := &Result{Scenario: Scenario{Clusters: 3, AppSets: 2, Transport: "kube"}, Floor: 10 * time.Second, Synced: 25 * time.Second}
+	stopped := &Result{Scenario: Scenario{Clusters: 3, AppSets: 2, Transport: "grpc"}, Floor: 10 * time.Second,
+		CreateTime: 4 * time.Second, Stopped: "3×2 grpc: context canceled"}
+	table := markdown([]*Result{done, stopped}, "make bench", "test machine")
+	for _, want := range []string{
+		"| stopped before the end | no | 3×2 grpc: context canceled |",
+		"| every hub Application Synced/Healthy | 25s | – |",
+		"| ratio to the floor | 2.50× | – |",
+		"| Applications created (64 clients) | – | 4s |",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	if strings.Contains(markdown([]*Result{done}, "make bench", "test machine"), "stopped") {
+		t.Error("a finished run's table mentions a stop")
+	}
+}

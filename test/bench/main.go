@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -137,26 +138,41 @@ func (o *options) run(ctx context.Context) error {
 			}
 			r, err := run(ctx, sc)
 			if err != nil {
-				return fmt.Errorf("%d×%d %s: %w", s.clusters, s.appSets, tr, err)
+				err = fmt.Errorf("%d×%d %s: %w", s.clusters, s.appSets, tr, err)
+				if r == nil {
+					return err
+				}
+				// A run that stopped early still reports what it measured.
+				r.Stopped = err.Error()
+				results = append(results, r)
+				if werr := o.write(s, results, &all, &tables); werr != nil {
+					return errors.Join(err, werr)
+				}
+				return err
 			}
 			results = append(results, r)
 		}
-		name := fmt.Sprintf("%dx%d", s.clusters, s.appSets)
-		if err := plotProgress(results, filepath.Join(o.out, name+"-progress.png")); err != nil {
-			return err
-		}
-		if err := plotMemory(results, filepath.Join(o.out, name+"-memory.png")); err != nil {
-			return err
-		}
-		all = append(all, results...)
-		tables = append(tables, markdown(results, "make bench", machine()))
-		// The results so far are written after each scale: a long run that is stopped keeps what it measured.
-		if err := writeResults(o.out, all, tables); err != nil {
+		if err := o.write(s, results, &all, &tables); err != nil {
 			return err
 		}
 	}
 	fmt.Println(strings.Join(tables, "\n"))
 	return nil
+}
+
+// write plots a scale's results and writes the results so far: a long run that is stopped keeps what it
+// measured.
+func (o *options) write(s scale, results []*Result, all *[]*Result, tables *[]string) error {
+	name := fmt.Sprintf("%dx%d", s.clusters, s.appSets)
+	if err := plotProgress(results, filepath.Join(o.out, name+"-progress.png")); err != nil {
+		return err
+	}
+	if err := plotMemory(results, filepath.Join(o.out, name+"-memory.png")); err != nil {
+		return err
+	}
+	*all = append(*all, results...)
+	*tables = append(*tables, markdown(results, "make bench", machine()))
+	return writeResults(o.out, *all, *tables)
 }
 
 // writeResults writes results.md and results.json.

@@ -19,11 +19,27 @@ func markdown(results []*Result, command, machine string) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s |\n", name, strings.Join(cells, " | "))
 	}
+	for _, r := range results {
+		if r.Stopped != "" {
+			row("stopped before the end", func(r *Result) string {
+				if r.Stopped == "" {
+					return "no"
+				}
+				return strings.ReplaceAll(r.Stopped, "|", "/")
+			})
+			break
+		}
+	}
 	row("floor: create + one status write per Application", func(r *Result) string { return dur(r.Floor) })
 	row("Applications created (64 clients)", func(r *Result) string { return dur(r.CreateTime) })
 	row("every work delivered", func(r *Result) string { return dur(r.Delivered) })
 	row("every hub Application Synced/Healthy", func(r *Result) string { return dur(r.Synced) })
-	row("ratio to the floor", func(r *Result) string { return fmt.Sprintf("%.2f×", r.Ratio()) })
+	row("ratio to the floor", func(r *Result) string {
+		if r.Ratio() == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", r.Ratio())
+	})
 	row("at rest: status events / min", func(r *Result) string { return fmt.Sprintf("%.0f", r.RestStatusEvents) })
 	row("at rest: hub writes / min (without the apiserver's own lease renewals)", func(r *Result) string {
 		return fmt.Sprintf("%.0f", r.RestHubWrites)

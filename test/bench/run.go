@@ -70,6 +70,8 @@ type Result struct {
 	Usage                          map[string]usage
 	PostgresBytes                  int64
 	Timeline                       []sample
+	// Stopped says why the run ended before its last step; empty when it finished.
+	Stopped string
 }
 
 // sample is one point of the timeline.
@@ -82,7 +84,7 @@ type sample struct {
 
 // Ratio is the end-to-end time over the floor.
 func (r *Result) Ratio() float64 {
-	if r.Floor == 0 {
+	if r.Floor == 0 || r.Synced == 0 {
 		return 0
 	}
 	return r.Synced.Seconds() / r.Floor.Seconds()
@@ -156,6 +158,22 @@ func measure(ctx context.Context, sc Scenario, f *fleet.Fleet, clusters []string
 	if err != nil {
 		return err
 	}
+	// The requests and the processes' usage so far, also when the run stops early (an error, Ctrl-C).
+	record := func() {
+		if res.Requests != nil {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if end, err := hubRequests(rctx, hubCfg); err == nil {
+			res.Requests = end.sub(startRequests)
+		}
+		for name, u := range usageOf(procs) {
+			u.CPUSeconds -= startUsage[name].CPUSeconds
+			res.Usage[name] = u
+		}
+	}
+	defer record()
 
 	c, err := clientFor(hubCfg, sc.QPS, sc.Burst)
 	if err != nil {
@@ -186,11 +204,11 @@ func measure(ctx context.Context, sc Scenario, f *fleet.Fleet, clusters []string
 		}
 		return synced >= total, fmt.Sprintf("delivered %d/%d, Synced/Healthy on the hub %d/%d", st.Works, total, synced, total)
 	}, sc.Log)
-	res.Synced = time.Since(start)
 	stopSampling()
 	if err != nil {
 		return err
 	}
+	res.Synced = time.Since(start)
 	sc.Log("every Application Synced and Healthy on the hub after %s (floor %s, ratio %.2f)", res.Synced.Round(time.Second), res.Floor.Round(time.Second), res.Ratio())
 	if sc.Transport == fleet.TransportGRPC {
 		if res.PostgresBytes, err = postgresSize(ctx, f); err != nil {
@@ -204,15 +222,7 @@ func measure(ctx context.Context, sc Scenario, f *fleet.Fleet, clusters []string
 	if sc.Latency > 0 {
 		measureLatency(ctx, sc, simFleet, t, res)
 	}
-	end, err := hubRequests(ctx, hubCfg)
-	if err != nil {
-		return err
-	}
-	res.Requests = end.sub(startRequests)
-	for name, u := range usageOf(procs) {
-		u.CPUSeconds -= startUsage[name].CPUSeconds
-		res.Usage[name] = u
-	}
+	record()
 	return measureDelete(ctx, sc, f, c, sets, simFleet, t, res)
 }
 
