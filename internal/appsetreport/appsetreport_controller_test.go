@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -360,8 +361,16 @@ func TestReportFromApplicationController(t *testing.T) {
 	go func() { done <- ctl.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("controller: %v", err)
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("controller: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			var b strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+			t.Errorf("the controller did not stop within 10s of its context's end; goroutines:\n%s", b.String())
+			<-done
 		}
 	})
 
