@@ -36,8 +36,16 @@ type workStore struct {
 	handlers []*registration
 	synced   bool
 	// removed remembers works that a Deleted status removed, for tombstoneTTL: the source client stores a
-	// deletion after it published it, and with a quick agent the final status can come first.
-	removed map[kubetypes.UID]time.Time
+	// deletion after it published it, and with a quick agent the final status can come first. removedOrder
+	// holds the same removals oldest first, so that expiring them does not scan the map.
+	removed      map[kubetypes.UID]time.Time
+	removedOrder []tombstoneEntry
+}
+
+// tombstoneEntry is one removal, in the order they happened.
+type tombstoneEntry struct {
+	uid kubetypes.UID
+	at  time.Time
 }
 
 // tombstoneTTL is how long a removed work's deletion may still arrive from the source client.
@@ -108,11 +116,18 @@ func (s *workStore) put(w *workv1.ManifestWork) *workv1.ManifestWork {
 // tombstone remembers a removed work and forgets the ones older than tombstoneTTL; the caller holds the lock.
 func (s *workStore) tombstone(uid kubetypes.UID) {
 	now := time.Now()
-	for u, at := range s.removed {
-		if now.Sub(at) > tombstoneTTL {
-			delete(s.removed, u)
+	expired := 0
+	for _, e := range s.removedOrder {
+		if now.Sub(e.at) <= tombstoneTTL {
+			break
 		}
+		// A UID removed again since has a newer entry further on; this one no longer counts.
+		if s.removed[e.uid].Equal(e.at) {
+			delete(s.removed, e.uid)
+		}
+		expired++
 	}
+	s.removedOrder = append(s.removedOrder[expired:], tombstoneEntry{uid: uid, at: now})
 	s.removed[uid] = now
 }
 

@@ -130,3 +130,27 @@ func TestStoreIgnoresLateDeletion(t *testing.T) {
 		t.Fatalf("stuck deletions = %v, want c2", got)
 	}
 }
+
+// TestTombstonesExpire: a removal is remembered for tombstoneTTL, oldest first, and a UID removed again keeps
+// its newer removal.
+func TestTombstonesExpire(t *testing.T) {
+	s := newWorkStore()
+	old := time.Now().Add(-tombstoneTTL - time.Minute)
+	for _, uid := range []kubetypes.UID{"expired", "again"} {
+		s.removed[uid] = old
+		s.removedOrder = append(s.removedOrder, tombstoneEntry{uid: uid, at: old})
+	}
+	s.tombstone("again")
+	s.tombstone("fresh")
+	if _, ok := s.removed["expired"]; ok {
+		t.Error("a removal older than tombstoneTTL is still remembered")
+	}
+	for _, uid := range []kubetypes.UID{"again", "fresh"} {
+		if _, ok := s.removed[uid]; !ok {
+			t.Errorf("the recent removal of %s is forgotten", uid)
+		}
+	}
+	if len(s.removedOrder) != 2 {
+		t.Errorf("%d removals queued, want 2: %+v", len(s.removedOrder), s.removedOrder)
+	}
+}
