@@ -48,6 +48,8 @@ type Options struct {
 	Simulated bool
 	// ControllerArgs are extra flags of the hub controller.
 	ControllerArgs []string
+	// HubAPIServerArgs are extra flags of the hub's kube-apiserver.
+	HubAPIServerArgs []string
 	// Progress receives a line per step; nil for silence.
 	Progress func(string)
 }
@@ -105,7 +107,7 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 		managed = nil
 	}
 	f.Env, err = testenv.Start(ctx, testenv.Options{Dir: o.Dir, ManagedClusters: managed, GarbageCollector: true,
-		Postgres: o.Transport == TransportGRPC})
+		Postgres: o.Transport == TransportGRPC, HubAPIServerArgs: o.HubAPIServerArgs})
 	if err != nil {
 		return nil, err
 	}

@@ -91,6 +91,7 @@ type apiserverSpec struct {
 	etcdURL string
 	users   []User
 	saKey   string
+	args    []string
 }
 
 func startAPIServer(ctx context.Context, spec apiserverSpec) (*Cluster, error) {
@@ -123,7 +124,7 @@ func startAPIServer(ctx context.Context, spec apiserverSpec) (*Cluster, error) {
 		proc, err := StartProcess(ProcessSpec{
 			Name: "kube-apiserver-" + spec.name,
 			Path: bin,
-			Args: []string{
+			Args: append([]string{
 				"--etcd-servers=" + spec.etcdURL,
 				"--etcd-prefix=/" + spec.name,
 				"--bind-address=127.0.0.1",
@@ -143,7 +144,7 @@ func startAPIServer(ctx context.Context, spec apiserverSpec) (*Cluster, error) {
 				"--max-requests-inflight=1000",
 				"--max-mutating-requests-inflight=500",
 				"--v=0",
-			},
+			}, spec.args...),
 			LogPath: filepath.Join(spec.dir, "logs", "kube-apiserver.log"),
 		})
 		if err != nil {

@@ -28,6 +28,8 @@ type Options struct {
 	Users []User
 	// ControllerLog sends the logs of controllers run inside the test process to logs/in-process.log.
 	ControllerLog bool
+	// HubAPIServerArgs are extra flags of the hub's kube-apiserver.
+	HubAPIServerArgs []string
 }
 
 // Env is a running hub, its managed clusters and, if asked for, PostgreSQL.
@@ -43,6 +45,14 @@ type Env struct {
 
 // HubName is the name of the hub cluster.
 const HubName = "hub"
+
+// hubArgs are the extra apiserver flags of the named cluster.
+func hubArgs(name string, opts Options) []string {
+	if name != HubName {
+		return nil
+	}
+	return opts.HubAPIServerArgs
+}
 
 // Start starts an environment. On error everything started so far is stopped.
 func Start(ctx context.Context, opts Options) (_ *Env, err error) {
@@ -86,6 +96,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 				etcdURL: env.etcd.URL,
 				users:   opts.Users,
 				saKey:   saKey,
+				args:    hubArgs(name, opts),
 			})
 			if err != nil {
 				return fmt.Errorf("start cluster %s: %w", name, err)

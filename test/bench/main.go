@@ -12,6 +12,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // served with -pprof
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -51,12 +54,13 @@ func (s *scales) Set(v string) error {
 }
 
 type options struct {
-	scales       scales
-	out, workDir string
-	keep         bool
-	base         Scenario
-	latencyUpTo  int
-	skipFloor    bool
+	scales         scales
+	out, workDir   string
+	keep           bool
+	base           Scenario
+	latencyUpTo    int
+	watchCacheUpTo int
+	skipFloor      bool
 }
 
 func main() {
@@ -78,6 +82,8 @@ func main() {
 	flag.DurationVar(&o.base.Latency, "latency", o.base.Latency, "How long status latency is measured under churn")
 	flag.Float64Var(&o.base.LatencyRate, "latency-rate", o.base.LatencyRate, "Status changes per second while latency is measured")
 	flag.IntVar(&o.latencyUpTo, "latency-up-to", 20000, "Measure status latency at scales up to this many Applications")
+	flag.IntVar(&o.watchCacheUpTo, "watch-cache-up-to", 20000,
+		"Keep the hub apiserver's watch cache of Applications at scales up to this many Applications; above, it is off")
 	flag.BoolVar(&o.base.Pprof, "pprof", false, "Serve the controller's Go profiles on a loopback port")
 	flag.BoolVar(&o.skipFloor, "skip-floor", false, "Do not measure the floor (for profiling runs)")
 	flag.Parse()
@@ -122,6 +128,11 @@ func (o *options) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if o.base.Pprof {
+		if err := servePprof(ctx, logf); err != nil {
+			return err
+		}
+	}
 	var all []*Result
 	var tables []string
 	for _, s := range o.scales {
@@ -133,6 +144,7 @@ func (o *options) run(ctx context.Context) error {
 			if s.clusters*s.appSets > o.latencyUpTo {
 				sc.Latency = 0
 			}
+			sc.NoWatchCache = s.clusters*s.appSets > o.watchCacheUpTo
 			sc.Log = func(format string, args ...any) {
 				logf("[%d×%d %s] "+format, append([]any{s.clusters, s.appSets, tr}, args...)...)
 			}
@@ -207,4 +219,18 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%d × %s%s, %s/%s, %s", runtime.NumCPU(), model, mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// servePprof serves this process's Go profiles (the simulated fleet and the tracker run here) on a loopback
+// port until ctx ends.
+func servePprof(ctx context.Context, logf func(string, ...any)) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.DefaultServeMux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	logf("benchmark pprof: http://%s/debug/pprof/", ln.Addr())
+	return nil
 }

@@ -30,6 +30,9 @@ func markdown(results []*Result, command, machine string) string {
 			break
 		}
 	}
+	row("hub apiserver: watch cache of Applications", func(r *Result) string {
+		return map[bool]string{true: "off", false: "on"}[r.Scenario.NoWatchCache]
+	})
 	row("floor: create + one status write per Application", func(r *Result) string { return dur(r.Floor) })
 	row("Applications created (64 clients)", func(r *Result) string { return dur(r.CreateTime) })
 	row("every work delivered", func(r *Result) string { return dur(r.Delivered) })

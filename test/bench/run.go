@@ -48,6 +48,10 @@ type Scenario struct {
 	Pprof bool
 	// SkipFloor leaves the floor out.
 	SkipFloor bool
+	// NoWatchCache runs the hub apiserver, for the floor and for the fleet, without its watch cache of
+	// Applications: each watch is then served from etcd. At 150,000 Applications the cache (decoded
+	// unstructured objects, about 50 KB each) does not fit in 24 GiB beside the rest of the fleet.
+	NoWatchCache bool
 	Log       func(string, ...any) `json:"-"`
 }
 
@@ -113,7 +117,7 @@ func run(ctx context.Context, sc Scenario) (*Result, error) {
 	}
 	f, err := fleet.Start(ctx, fleet.Options{
 		Dir: filepath.Join(sc.Dir, "fleet"), Clusters: clusters, Transport: sc.Transport, Binary: sc.Binary, Simulated: true,
-		ControllerArgs: controllerArgs,
+		ControllerArgs: controllerArgs, HubAPIServerArgs: sc.hubAPIServerArgs(),
 		Progress:       func(s string) { sc.Log("%s", s) },
 	})
 	if err != nil {
@@ -123,10 +127,18 @@ func run(ctx context.Context, sc Scenario) (*Result, error) {
 	return res, measure(ctx, sc, f, clusters, res)
 }
 
+// hubAPIServerArgs are the hub apiserver's extra flags, the same for the floor and the fleet.
+func (sc Scenario) hubAPIServerArgs() []string {
+	if sc.NoWatchCache {
+		return []string{"--watch-cache-sizes=applications.argoproj.io#0"}
+	}
+	return nil
+}
+
 // runFloor measures the floor on a fresh hub apiserver.
 func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) error {
 	sc.Log("floor: creating %d Applications and writing each status once on a fresh hub apiserver", res.Applications)
-	floorEnv, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(sc.Dir, "floor")})
+	floorEnv, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(sc.Dir, "floor"), HubAPIServerArgs: sc.hubAPIServerArgs()})
 	if err != nil {
 		return err
 	}
