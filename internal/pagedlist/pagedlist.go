@@ -5,8 +5,13 @@
 // the limit. Either way a collection of 150,000 Applications comes back as one response of hundreds of
 // megabytes, which a busy apiserver does not finish within its request timeout: the informer then retries the
 // same list every minute and never syncs again. A list through this package asks for the latest state
-// (resourceVersion "", which the reflector accepts as it accepts any newer state), a page at a time; the
-// reflector follows the pages.
+// (resourceVersion "", which the reflector accepts as it accepts any newer state), a page at a time, and hands
+// the reflector the whole list.
+//
+// The pages are put together here, not by the reflector's own pager: when a page's continue token expires (etcd
+// compacted the revision the list reads at, every five minutes by default), that pager falls back to one list
+// without a limit, which this package would turn into a first page, and the reflector would replace its cache
+// with that page alone. Here an expired token fails the list, and the reflector lists again from the start.
 package pagedlist
 
 import (
@@ -17,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
 )
 
 // DefaultPageSize is the page size of client-go's own pager.
@@ -49,8 +55,14 @@ func Options(o metav1.ListOptions, size int64) metav1.ListOptions {
 	return o
 }
 
+// ListWithContext lists every page and returns them as one list at the first page's resource version.
 func (p *paged) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-	return p.inner.ListWithContext(ctx, Options(o, p.size))
+	lp := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return p.inner.ListWithContext(ctx, o)
+	})
+	lp.PageSize, lp.FullListIfExpired = p.size, false
+	list, _, err := lp.ListWithAlloc(ctx, Options(o, p.size))
+	return list, err
 }
 
 func (p *paged) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -42,9 +43,20 @@ type listCounter struct {
 	mu    sync.Mutex
 	lists []metav1.ListOptions
 	items []int
+	// expireOnce fails the first request for a next page as expired.
+	expireOnce bool
 }
 
 func (c *listCounter) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	c.mu.Lock()
+	if c.expireOnce && o.Continue != "" {
+		// What the apiserver answers when etcd compacted the revision the list reads at.
+		c.expireOnce = false
+		c.lists = append(c.lists, o)
+		c.mu.Unlock()
+		return nil, apierrors.NewResourceExpired("The provided continue parameter is too old")
+	}
+	c.mu.Unlock()
 	obj, err := c.ListWatch.ListWithContext(ctx, o)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -76,18 +88,7 @@ func TestInformerReadsPages(t *testing.T) {
 		}
 	}
 	counter := &listCounter{ListWatch: toolscache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", "default", fields.Everything())}
-	inf := toolscache.NewSharedIndexInformer(pagedlist.ListerWatcher(counter, 50), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
-	stop := make(chan struct{})
-	defer close(stop)
-	go inf.Run(stop)
-	syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if !toolscache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
-		t.Fatal("the informer did not sync")
-	}
-	if got := len(inf.GetStore().ListKeys()); got < n {
-		t.Errorf("the informer holds %d config maps, want at least %d", got, n)
-	}
+	syncInformer(t, counter, n)
 	counter.mu.Lock()
 	defer counter.mu.Unlock()
 	if len(counter.lists) < n/50 {
@@ -97,5 +98,54 @@ func TestInformerReadsPages(t *testing.T) {
 		if items > 50 {
 			t.Errorf("list %d returned %d objects, more than a page", i, items)
 		}
+	}
+}
+
+// TestExpiredPageListsAgain: when a next page's continue token has expired, the informer lists again from the
+// start and holds every object. client-go's pager would fall back to one list without a limit, which the paged
+// lister answers with a first page: the informer would hold one page.
+func TestExpiredPageListsAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an apiserver")
+	}
+	ctx := context.Background()
+	env, err := testenv.Start(ctx, testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Stop)
+	cs := kubernetes.NewForConfigOrDie(env.Hub.Config())
+	const n = 120
+	for i := range n {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", i), Namespace: "default"}}
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counter := &listCounter{ListWatch: toolscache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", "default", fields.Everything()),
+		expireOnce: true}
+	syncInformer(t, counter, n)
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	if counter.expireOnce {
+		t.Fatal("no list asked for a next page")
+	}
+}
+
+// syncInformer runs an informer of lw with pages of 50 until it has synced, and checks that it holds at least
+// n objects.
+func syncInformer(t *testing.T, lw toolscache.ListerWatcher, n int) {
+	t.Helper()
+	inf := toolscache.NewSharedIndexInformer(pagedlist.ListerWatcher(lw, 50), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go inf.Run(stop)
+	syncCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if !toolscache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	if got := len(inf.GetStore().ListKeys()); got < n {
+		t.Errorf("the informer holds %d config maps, want at least %d", got, n)
 	}
 }

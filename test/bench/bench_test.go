@@ -84,6 +84,8 @@ func TestMarkdownStoppedRun(t *testing.T) {
 		"| every hub Application Synced/Healthy | 25s | – |",
 		"| ratio to the floor | 2.50× | – |",
 		"| Applications created (64 clients) | – | 4s |",
+		"| at rest: status events / min | 0 | – |",
+		"| orphaned works | – | – |",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)

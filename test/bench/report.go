@@ -43,9 +43,13 @@ func markdown(results []*Result, command, machine string) string {
 		}
 		return fmt.Sprintf("%.2f×", r.Ratio())
 	})
-	row("at rest: status events / min", func(r *Result) string { return fmt.Sprintf("%.0f", r.RestStatusEvents) })
+	// The fleet is watched at rest once every Application is Synced/Healthy, and orphans are counted once
+	// everything is deleted: a run that stopped before has no figure for them.
+	row("at rest: status events / min", func(r *Result) string {
+		return ifMeasured(r.Synced != 0, fmt.Sprintf("%.0f", r.RestStatusEvents))
+	})
 	row("at rest: hub writes / min (without the apiserver's own lease renewals)", func(r *Result) string {
-		return fmt.Sprintf("%.0f", r.RestHubWrites)
+		return ifMeasured(r.Synced != 0, fmt.Sprintf("%.0f", r.RestHubWrites))
 	})
 	row("status latency p50 / p99 (churn)", func(r *Result) string {
 		if r.LatencySamples == 0 {
@@ -55,7 +59,7 @@ func markdown(results []*Result, command, machine string) string {
 	})
 	row("delete: no work left", func(r *Result) string { return dur(r.DeleteWorks) })
 	row("delete: no Application anywhere", func(r *Result) string { return dur(r.DeleteApps) })
-	row("orphaned works", func(r *Result) string { return fmt.Sprint(r.Orphans) })
+	row("orphaned works", func(r *Result) string { return ifMeasured(r.DeleteApps != 0, fmt.Sprint(r.Orphans)) })
 	for _, p := range processNames(results) {
 		row(p+": peak RSS / CPU s", func(r *Result) string {
 			u, ok := r.Usage[p]
@@ -105,6 +109,14 @@ func dur(d time.Duration) string {
 		return "–"
 	}
 	return d.Round(100 * time.Millisecond).String()
+}
+
+// ifMeasured is value, or "–" for a figure the run did not get to.
+func ifMeasured(measured bool, value string) string {
+	if !measured {
+		return "–"
+	}
+	return value
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
