@@ -52,7 +52,7 @@ type Scenario struct {
 	// Applications: each watch is then served from etcd. At 150,000 Applications the cache (decoded
 	// unstructured objects, about 50 KB each) does not fit in 24 GiB beside the rest of the fleet.
 	NoWatchCache bool
-	Log       func(string, ...any) `json:"-"`
+	Log          func(string, ...any) `json:"-"`
 }
 
 // Result is what a scenario measured.
@@ -118,7 +118,7 @@ func run(ctx context.Context, sc Scenario) (*Result, error) {
 	f, err := fleet.Start(ctx, fleet.Options{
 		Dir: filepath.Join(sc.Dir, "fleet"), Clusters: clusters, Transport: sc.Transport, Binary: sc.Binary, Simulated: true,
 		ControllerArgs: controllerArgs, HubAPIServerArgs: sc.hubAPIServerArgs(),
-		Progress:       func(s string) { sc.Log("%s", s) },
+		Progress: func(s string) { sc.Log("%s", s) },
 	})
 	if err != nil {
 		return nil, err
