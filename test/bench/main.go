@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	_ "net/http/pprof" // served with -pprof
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -84,7 +84,7 @@ func main() {
 	flag.IntVar(&o.latencyUpTo, "latency-up-to", 20000, "Measure status latency at scales up to this many Applications")
 	flag.IntVar(&o.watchCacheUpTo, "watch-cache-up-to", 20000,
 		"Keep the hub apiserver's watch cache of Applications at scales up to this many Applications; above, it is off")
-	flag.BoolVar(&o.base.Pprof, "pprof", false, "Serve the controller's Go profiles on a loopback port")
+	flag.BoolVar(&o.base.Pprof, "pprof", false, "Serve the Go profiles of the controller and of the benchmark process (the simulated fleet) on loopback ports")
 	flag.BoolVar(&o.skipFloor, "skip-floor", false, "Do not measure the floor (for profiling runs)")
 	flag.Parse()
 	if len(o.scales) == 0 {
@@ -228,7 +228,13 @@ func servePprof(ctx context.Context, logf func(string, ...any)) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: http.DefaultServeMux, ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	logf("benchmark pprof: http://%s/debug/pprof/", ln.Addr())
