@@ -70,24 +70,8 @@ func (c *listCounter) ListWithContext(ctx context.Context, o metav1.ListOptions)
 // TestInformerReadsPages runs an informer on a real apiserver: its first list, which client-go sends with
 // resourceVersion "0" (answered whole by the watch cache, whatever the limit), arrives in pages.
 func TestInformerReadsPages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an apiserver")
-	}
-	ctx := context.Background()
-	env, err := testenv.Start(ctx, testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(env.Stop)
-	cs := kubernetes.NewForConfigOrDie(env.Hub.Config())
 	const n = 230
-	for i := range n {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", i), Namespace: "default"}}
-		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	counter := &listCounter{ListWatch: toolscache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", "default", fields.Everything())}
+	counter := configMaps(t, n)
 	syncInformer(t, counter, n)
 	counter.mu.Lock()
 	defer counter.mu.Unlock()
@@ -105,6 +89,21 @@ func TestInformerReadsPages(t *testing.T) {
 // start and holds every object. client-go's pager would fall back to one list without a limit, which the paged
 // lister answers with a first page: the informer would hold one page.
 func TestExpiredPageListsAgain(t *testing.T) {
+	const n = 120
+	counter := configMaps(t, n)
+	counter.expireOnce = true
+	syncInformer(t, counter, n)
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	if counter.expireOnce {
+		t.Fatal("no list asked for a next page")
+	}
+}
+
+// configMaps starts an apiserver with n config maps in "default" and returns a lister-watcher of them that
+// records its lists.
+func configMaps(t *testing.T, n int) *listCounter {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts an apiserver")
 	}
@@ -115,21 +114,13 @@ func TestExpiredPageListsAgain(t *testing.T) {
 	}
 	t.Cleanup(env.Stop)
 	cs := kubernetes.NewForConfigOrDie(env.Hub.Config())
-	const n = 120
 	for i := range n {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", i), Namespace: "default"}}
 		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	counter := &listCounter{ListWatch: toolscache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", "default", fields.Everything()),
-		expireOnce: true}
-	syncInformer(t, counter, n)
-	counter.mu.Lock()
-	defer counter.mu.Unlock()
-	if counter.expireOnce {
-		t.Fatal("no list asked for a next page")
-	}
+	return &listCounter{ListWatch: toolscache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", "default", fields.Everything())}
 }
 
 // syncInformer runs an informer of lw with pages of 50 until it has synced, and checks that it holds at least
