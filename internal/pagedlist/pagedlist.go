@@ -57,9 +57,7 @@ func Options(o metav1.ListOptions, size int64) metav1.ListOptions {
 
 // ListWithContext lists every page and returns them as one list at the first page's resource version.
 func (p *paged) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-	lp := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return p.inner.ListWithContext(ctx, o)
-	})
+	lp := pager.New(p.inner.ListWithContext)
 	lp.PageSize, lp.FullListIfExpired = p.size, false
 	list, _, err := lp.ListWithAlloc(ctx, Options(o, p.size))
 	return list, err
