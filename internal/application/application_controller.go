@@ -68,6 +68,8 @@ type Reconciler struct {
 	now func() time.Time
 	// expected are the works written and not yet seen in the cache.
 	expected expectations
+	// statuses are the Application statuses written and not yet seen in the cache.
+	statuses statusExpectations
 }
 
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch
@@ -84,7 +86,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("application").
-		For(&argocd.Application{}, builder.WithPredicates(specChanged())).
+		For(&argocd.Application{}, builder.WithPredicates(r.applicationChanged())).
 		WatchesRawSource(&source.Informer{
 			Informer: r.Works.Informer(),
 			Handler:  handler.EnqueueRequestsFromMapFunc(workToApplication),

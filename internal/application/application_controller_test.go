@@ -195,6 +195,56 @@ func TestStatusFromFeedback(t *testing.T) {
 	}
 }
 
+// TestStatusAfterFeedbackFlap: the managed cluster's status reaches the hub even when it changes twice before
+// the controller's cache has seen the controller's own status write, the second change back to the status the
+// cache still shows. A restarted work agent does that to every work: it reports it first without feedback,
+// then with the same feedback as before the restart. The controller's cache is made to lag its writes by a
+// few seconds, so the window that a busy apiserver opens by chance is open every time.
+func TestStatusAfterFeedbackFlap(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	const lag = 3 * time.Second
+	startControllerOn(t, lagWatches(env.Hub.Config(), "applications", lag))
+
+	createApp(t, c, newApp(ns, "flap", cluster))
+	var w *workv1.ManifestWork
+	eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "flap"); return err })
+	feedback := []workv1.FeedbackValue{
+		str(appstatus.FeedbackSyncStatus, "Synced"), str(appstatus.FeedbackHealthStatus, "Healthy"),
+		raw("status.sync", `{"status":"Synced","revision":"abc123"}`),
+		raw("status.health", `{"status":"Healthy"}`),
+	}
+	syncStatus := func() string {
+		s, _, _ := unstructured.NestedString(getApp(t, c, ns, "flap").Object, "status", "sync", "status")
+		return s
+	}
+	setWorkStatus(t, c, w, feedback...)
+	eventually(t, "the cluster's status on the hub", func() error {
+		if s := syncStatus(); s != "Synced" {
+			return fmt.Errorf("sync status %q", s)
+		}
+		return nil
+	})
+	// Let the controller's cache catch up with that status.
+	time.Sleep(lag + time.Second)
+
+	// The agent restarts: the work without feedback, then with the same feedback again.
+	setWorkStatus(t, c, w)
+	eventually(t, "the status without feedback on the hub", func() error {
+		if s := syncStatus(); s != "" {
+			return fmt.Errorf("sync status %q", s)
+		}
+		return nil
+	})
+	setWorkStatus(t, c, w, feedback...)
+	eventually(t, "the cluster's status on the hub again", func() error {
+		if s := syncStatus(); s != "Synced" {
+			return fmt.Errorf("sync status %q", s)
+		}
+		return nil
+	})
+}
+
 // TestRefreshAndOperation: a refresh annotation and a sync operation set on the hub reach the managed
 // cluster's payload and are cleared on the hub once the managed cluster has taken them over.
 func TestRefreshAndOperation(t *testing.T) {

@@ -16,7 +16,8 @@ import (
 )
 
 // writeStatus writes the hub Application's .status when it differs from what the hub has: the managed
-// cluster's status from the work's feedback, with the delivery conditions.
+// cluster's status from the work's feedback, with the delivery conditions. What the hub has is the cached
+// status, or the status this controller wrote last while the cache has not caught up with that write.
 func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, error) {
 	work := s.work
 	if work == nil && s.frozen {
@@ -53,18 +54,23 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, er
 	if err != nil {
 		return result, err
 	}
-	if hash == summary.Hash {
+	key := client.ObjectKeyFromObject(s.app).String()
+	if hash == r.statuses.known(key, s.app.ResourceVersion, summary.Hash, now) {
 		return result, nil
 	}
+	r.statuses.writing(key, hash, now)
 	if err := r.patchStatus(ctx, s.app, desired); err != nil {
+		r.statuses.forget(key)
 		return result, err
 	}
+	r.statuses.written(key, s.app.ResourceVersion, now)
 	r.recordTransitions(s.app, previous, conditions)
 	return result, nil
 }
 
 // patchStatus replaces the Application's .status. The Application CRD has no status subresource; a JSON
-// patch "add /status" replaces the whole status without reading it first.
+// patch "add /status" replaces the whole status without reading it first. The app takes the apiserver's
+// answer: its resourceVersion is the version that carries the new status.
 func (r *Reconciler) patchStatus(ctx context.Context, app *argocd.Application, status map[string]any) error {
 	data, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": status}})
 	if err != nil {

@@ -47,19 +47,34 @@ func indexApplications(ctx context.Context, indexer client.FieldIndexer) error {
 	return nil
 }
 
-// specChanged passes Application events except updates that changed only the status (argocd-pull's own
-// status writes, mostly).
-func specChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, n := e.ObjectOld.(*argocd.Application), e.ObjectNew.(*argocd.Application)
-		return !reflect.DeepEqual(o.GetLabels(), n.GetLabels()) ||
-			!reflect.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
-			!reflect.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
-			!reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
-			o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
-			!bytes.Equal(o.Spec, n.Spec) ||
-			!bytes.Equal(o.Operation, n.Operation)
-	}}
+// applicationChanged passes Application events except updates that only bring the status this controller
+// wrote last (its own writes, seen by the cache) or change nothing at all (a resync). Any other status-only
+// update is reconciled: a status someone else wrote, or an earlier write of this controller that a later one
+// has overtaken; the hub then ends with the managed cluster's status whatever order the cache sees writes in.
+func (r *Reconciler) applicationChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*argocd.Application), e.ObjectNew.(*argocd.Application)
+			hash := n.StatusSummary().Hash
+			own := r.statuses.observed(client.ObjectKeyFromObject(n).String(), n.ResourceVersion, hash, r.clock())
+			return specChanged(o, n) || (!own && hash != o.StatusSummary().Hash)
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			r.statuses.forget(client.ObjectKeyFromObject(e.Object).String())
+			return true
+		},
+	}
+}
+
+// specChanged reports whether an update changed more than the status.
+func specChanged(o, n *argocd.Application) bool {
+	return !reflect.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+		!reflect.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
+		!reflect.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+		!reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
+		o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
+		!bytes.Equal(o.Spec, n.Spec) ||
+		!bytes.Equal(o.Operation, n.Operation)
 }
 
 // workToApplication maps a work to its hub Application.

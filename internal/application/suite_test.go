@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,9 +41,15 @@ func hubClient(t *testing.T) client.Client {
 	return c
 }
 
-// startController runs the hub controllers with the kube transport until the test ends.
-// startController runs the hub controllers until the test ends or the returned stop is called.
+// startController runs the hub controllers with the kube transport until the test ends or the returned stop
+// is called.
 func startController(t *testing.T, mutate ...func(*controller.Options)) (stop func()) {
+	t.Helper()
+	return startControllerOn(t, env.Hub.Config(), mutate...)
+}
+
+// startControllerOn is startController with the controllers' own client configuration.
+func startControllerOn(t *testing.T, cfg *rest.Config, mutate ...func(*controller.Options)) (stop func()) {
 	t.Helper()
 	opts := controller.NewOptions()
 	opts.MetricsAddress, opts.HealthAddress = "0", "0"
@@ -52,7 +59,7 @@ func startController(t *testing.T, mutate ...func(*controller.Options)) (stop fu
 		m(opts)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := controller.New(ctx, env.Hub.Config(), opts)
+	c, err := controller.New(ctx, cfg, opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
