@@ -16,11 +16,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/argocd-pull/argocd-pull/internal/agent"
-	"github.com/argocd-pull/argocd-pull/internal/controller"
 	"github.com/argocd-pull/argocd-pull/internal/demo"
+	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/server"
 	"github.com/argocd-pull/argocd-pull/internal/sim"
-	"github.com/argocd-pull/argocd-pull/internal/status"
+	"github.com/argocd-pull/argocd-pull/internal/statuscmd"
 )
 
 // runnable is what every subcommand's options type provides.
@@ -72,9 +72,9 @@ func main() {
 // subcommands lists the subcommands, each wired to its options type in internal/.
 func subcommands() []*cobra.Command {
 	return []*cobra.Command{
-		command("controller", "Run the hub controllers: deliver pull-model Applications and bring their status back", controller.NewOptions()),
+		command("controller", "Run the hub controllers: deliver pull-model Applications and bring their status back", hubmanager.NewOptions()),
 		command("agent", "Run the work agent of one managed cluster", agent.NewOptions()),
-		command("status", "Show the fleet from the hub: each ApplicationSet's counts, each Application's cluster, sync, health and message", status.NewOptions()),
+		command("status", "Show the fleet from the hub: each ApplicationSet's counts, each Application's cluster, sync, health and message", statuscmd.NewOptions()),
 		demoCommand(),
 		serverCommand(),
 		command("sim", "Run a fleet of simulated managed clusters (agents with a simulated Argo CD) for scale tests", sim.NewOptions()),

@@ -30,12 +30,8 @@ import (
 	commonoptions "open-cluster-management.io/ocm/pkg/common/options"
 	"open-cluster-management.io/ocm/pkg/features"
 	"open-cluster-management.io/ocm/pkg/work/spoke"
-)
 
-// Drivers: where the agent gets its works from.
-const (
-	DriverKube = "kube"
-	DriverGRPC = "grpc"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
 // Raw-JSON feedback limits. The hub's ManifestWork CRD caps a raw value at 1024 characters, so the kube driver
@@ -69,7 +65,7 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Driver:             DriverKube,
+		Driver:             workclient.TransportKube,
 		Namespace:          "open-cluster-management-agent",
 		StatusSyncInterval: 10 * time.Second,
 		HealthAddress:      "127.0.0.1:8443",
@@ -105,23 +101,23 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--cluster-name is required"))
 	}
 	switch o.Driver {
-	case DriverKube:
+	case workclient.TransportKube:
 		if o.HubKubeconfig == "" {
 			errs = append(errs, errors.New("--hub-kubeconfig is required with --driver=kube"))
 		}
-	case DriverGRPC:
+	case workclient.TransportGRPC:
 		if o.GRPCConfig == "" {
 			errs = append(errs, errors.New("--grpc-config is required with --driver=grpc"))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("--driver must be %q or %q, not %q", DriverKube, DriverGRPC, o.Driver))
+		errs = append(errs, fmt.Errorf("--driver must be %q or %q, not %q", workclient.TransportKube, workclient.TransportGRPC, o.Driver))
 	}
 	if o.MaxJSONRawLength < 0 {
 		errs = append(errs, errors.New("--max-json-raw-length must not be negative"))
 	}
 	if o.MaxJSONRawLength == 0 {
 		o.MaxJSONRawLength = KubeMaxJSONRawLength
-		if o.Driver == DriverGRPC {
+		if o.Driver == workclient.TransportGRPC {
 			o.MaxJSONRawLength = GRPCMaxJSONRawLength
 		}
 	}
@@ -171,7 +167,7 @@ func (o *Options) Run(ctx context.Context) error {
 	work.StatusSyncInterval = o.StatusSyncInterval
 	work.WorkloadSourceDriver = o.Driver
 	work.WorkloadSourceConfig = o.HubKubeconfig
-	if o.Driver == DriverGRPC {
+	if o.Driver == workclient.TransportGRPC {
 		work.WorkloadSourceConfig = o.GRPCConfig
 		work.CloudEventsClientID = o.ClientID
 		work.CloudEventsClientCodecs = []string{"manifestbundle"}

@@ -22,7 +22,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/application"
 	"github.com/argocd-pull/argocd-pull/internal/appstatus"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
-	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 )
 
 // TestCreateUpdateNoOp: an Application becomes a work in its cluster's namespace; a spec change updates it; a
@@ -496,10 +496,10 @@ func TestSweeper(t *testing.T) {
 func startStoppable(t *testing.T) func() {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := controller.NewOptions()
+	opts := hubmanager.NewOptions()
 	opts.MetricsAddress, opts.HealthAddress = "0", "0"
 	opts.StartedMoreThanOnce = true
-	ctl, err := controller.New(ctx, env.Hub.Config(), opts)
+	ctl, err := hubmanager.New(ctx, env.Hub.Config(), opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -552,7 +552,7 @@ func TestTenancyGateOff(t *testing.T) {
 	ns, cluster := names(t)
 	createNamespace(t, c, ns)
 	createNamespace(t, c, cluster)
-	startController(t, func(o *controller.Options) { o.Application.TenancyGate = false })
+	startController(t, func(o *hubmanager.Options) { o.Application.TenancyGate = false })
 	createApp(t, c, newApp(ns, "ungated", cluster))
 	eventually(t, "work delivered", func() error { _, err := getWork(c, cluster, ns, "ungated"); return err })
 }
@@ -616,7 +616,7 @@ func TestUnknownCluster(t *testing.T) {
 	c := hubClient(t)
 	ns, cluster := names(t)
 	createNamespace(t, c, ns)
-	startController(t, func(o *controller.Options) { o.Application.TenancyGate = false })
+	startController(t, func(o *hubmanager.Options) { o.Application.TenancyGate = false })
 
 	createApp(t, c, newApp(ns, "app", cluster))
 	expectCondition(t, c, ns, "app", argocd.ConditionUnknownCluster, fmt.Sprintf("cluster %q is not known", cluster))

@@ -21,7 +21,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/application"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
-	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 )
 
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 // hubClient is a direct (uncached) client of the hub.
 func hubClient(t *testing.T) client.Client {
 	t.Helper()
-	c, err := client.New(env.Hub.Config(), client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(env.Hub.Config(), client.Options{Scheme: hubmanager.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,15 +43,15 @@ func hubClient(t *testing.T) client.Client {
 
 // startController runs the hub controllers with the kube transport until the test ends or the returned stop
 // is called.
-func startController(t *testing.T, mutate ...func(*controller.Options)) (stop func()) {
+func startController(t *testing.T, mutate ...func(*hubmanager.Options)) (stop func()) {
 	t.Helper()
 	return startControllerOn(t, env.Hub.Config(), mutate...)
 }
 
 // startControllerOn is startController with the controllers' own client configuration.
-func startControllerOn(t *testing.T, cfg *rest.Config, mutate ...func(*controller.Options)) (stop func()) {
+func startControllerOn(t *testing.T, cfg *rest.Config, mutate ...func(*hubmanager.Options)) (stop func()) {
 	t.Helper()
-	opts := controller.NewOptions()
+	opts := hubmanager.NewOptions()
 	opts.MetricsAddress, opts.HealthAddress = "0", "0"
 	opts.Application.UnknownClusterRetry = time.Second
 	opts.StartedMoreThanOnce = true
@@ -59,7 +59,7 @@ func startControllerOn(t *testing.T, cfg *rest.Config, mutate ...func(*controlle
 		m(opts)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := controller.New(ctx, cfg, opts)
+	c, err := hubmanager.New(ctx, cfg, opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

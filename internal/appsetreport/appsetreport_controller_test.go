@@ -21,7 +21,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/application"
 	"github.com/argocd-pull/argocd-pull/internal/appsetreport"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
-	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"k8s.io/client-go/rest"
 )
 
@@ -342,7 +342,7 @@ func TestReportRebuiltAfterRestart(t *testing.T) {
 // writes the delivery errors of Applications for a cluster that does not exist, and the report shows them.
 func TestReportFromApplicationController(t *testing.T) {
 	c := hubClient(t)
-	opts := controller.NewOptions()
+	opts := hubmanager.NewOptions()
 	opts.MetricsAddress, opts.HealthAddress = "0", "0"
 	opts.StartedMoreThanOnce = true
 	opts.GitOpsCluster = false
@@ -352,7 +352,7 @@ func TestReportFromApplicationController(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ctl, err := controller.New(ctx, env.Hub.Config(), opts)
+	ctl, err := hubmanager.New(ctx, env.Hub.Config(), opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -25,7 +25,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/application"
 	"github.com/argocd-pull/argocd-pull/internal/appsetreport"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
-	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 )
 
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 // hubClient is a direct (uncached) client of the hub.
 func hubClient(t *testing.T) client.WithWatch {
 	t.Helper()
-	c, err := client.NewWithWatch(env.Hub.Config(), client.Options{Scheme: controller.Scheme()})
+	c, err := client.NewWithWatch(env.Hub.Config(), client.Options{Scheme: hubmanager.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func hubClient(t *testing.T) client.WithWatch {
 func startReporter(t *testing.T, opts appsetreport.Options) (stop func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Hub.Config(), ctrl.Options{
-		Scheme: controller.Scheme(),
+		Scheme: hubmanager.Scheme(),
 		Cache: cache.Options{
 			ByObject:         map[client.Object]cache.ByObject{argocd.NewApplication(): application.CacheOptions()},
 			DefaultTransform: cache.TransformStripManagedFields(),

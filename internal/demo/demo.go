@@ -18,7 +18,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/argocd-pull/argocd-pull/internal/fleet"
+	"github.com/argocd-pull/argocd-pull/internal/localfleet"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
 // readyMarker is the line the demo prints once the fleet is up and every Application is Synced and Healthy;
@@ -38,7 +39,7 @@ type Options struct {
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{Dir: ".demo", Clusters: 3, Transport: fleet.TransportGRPC, Timeout: 10 * time.Minute, out: os.Stdout}
+	return &Options{Dir: ".demo", Clusters: 3, Transport: workclient.TransportGRPC, Timeout: 10 * time.Minute, out: os.Stdout}
 }
 
 // AddFlags registers the flags.
@@ -56,8 +57,8 @@ func (o *Options) Validate() error {
 	if o.Clusters < 1 || o.Clusters > 20 {
 		errs = append(errs, errors.New("--clusters must be between 1 and 20"))
 	}
-	if o.Transport != fleet.TransportGRPC && o.Transport != fleet.TransportKube {
-		errs = append(errs, fmt.Errorf("--transport must be %q or %q", fleet.TransportGRPC, fleet.TransportKube))
+	if o.Transport != workclient.TransportGRPC && o.Transport != workclient.TransportKube {
+		errs = append(errs, fmt.Errorf("--transport must be %q or %q", workclient.TransportGRPC, workclient.TransportKube))
 	}
 	abs, err := filepath.Abs(o.Dir)
 	if err != nil {
@@ -105,7 +106,7 @@ func (o *Options) foreground(ctx context.Context) error {
 		clusters = append(clusters, "cluster"+strconv.Itoa(i))
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	f, err := fleet.Start(startCtx, fleet.Options{
+	f, err := localfleet.Start(startCtx, localfleet.Options{
 		Dir: o.Dir, Clusters: clusters, Transport: o.Transport, Binary: self, ArgoCD: true,
 		Progress: func(s string) { o.printf("==> %s\n", s) },
 	})

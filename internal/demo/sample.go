@@ -16,9 +16,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
-	"github.com/argocd-pull/argocd-pull/internal/controller"
-	"github.com/argocd-pull/argocd-pull/internal/fleet"
+	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
+	"github.com/argocd-pull/argocd-pull/internal/localfleet"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
 // sampleAppSet is the ApplicationSet the demo runs; REPO_URL is replaced with the fleet's git repository.
@@ -31,7 +32,7 @@ var guestbook = map[string]string{
 
 // runSample pushes the sample repository, applies the sample ApplicationSet on the hub and shows the
 // Applications it generates until every one is Synced and Healthy.
-func (o *Options) runSample(ctx context.Context, f *fleet.Fleet) error {
+func (o *Options) runSample(ctx context.Context, f *localfleet.System) error {
 	o.printf("==> pushing the guestbook repository to the git server (%s)\n", f.Git.URL("guestbook"))
 	if err := f.Git.Commit(ctx, "guestbook", "guestbook", guestbook); err != nil {
 		return err
@@ -40,7 +41,7 @@ func (o *Options) runSample(ctx context.Context, f *fleet.Fleet) error {
 	if err != nil {
 		return err
 	}
-	hub, err := client.NewWithWatch(f.Env.Hub.Config(), client.Options{Scheme: controller.Scheme()})
+	hub, err := client.NewWithWatch(f.Env.Hub.Config(), client.Options{Scheme: hubmanager.Scheme()})
 	if err != nil {
 		return fmt.Errorf("hub client: %w", err)
 	}
@@ -75,14 +76,14 @@ func loadAppSet(repoURL string) (*unstructured.Unstructured, error) {
 func (o *Options) watchUntilHealthy(ctx context.Context, hub client.WithWatch, want int) error {
 	for {
 		list := argocd.NewApplicationList()
-		if err := hub.List(ctx, list, client.InNamespace(fleet.ArgoCDNamespace), client.MatchingLabels{argocd.LabelPull: "true"}); err != nil {
+		if err := hub.List(ctx, list, client.InNamespace(localfleet.ArgoCDNamespace), client.MatchingLabels{argocd.LabelPull: "true"}); err != nil {
 			return fmt.Errorf("list applications: %w", err)
 		}
 		apps := map[string]*unstructured.Unstructured{}
 		for i := range list.Items {
 			apps[list.Items[i].GetName()] = &list.Items[i]
 		}
-		w, err := hub.Watch(ctx, argocd.NewApplicationList(), client.InNamespace(fleet.ArgoCDNamespace),
+		w, err := hub.Watch(ctx, argocd.NewApplicationList(), client.InNamespace(localfleet.ArgoCDNamespace),
 			client.MatchingLabels{argocd.LabelPull: "true"})
 		if err != nil {
 			return fmt.Errorf("watch applications: %w", err)
@@ -197,7 +198,7 @@ func orDash(s string) string {
 }
 
 // printInstructions says how to look at the running fleet and how to stop it.
-func (o *Options) printInstructions(f *fleet.Fleet) {
+func (o *Options) printInstructions(f *localfleet.System) {
 	self, _ := os.Executable()
 	kubectl, err := testenv.Binary("kubectl")
 	if err != nil {
@@ -211,7 +212,7 @@ func (o *Options) printInstructions(f *fleet.Fleet) {
 	o.printf("and on a managed cluster:\n")
 	o.printf("  %s --kubeconfig %s get applications -n argocd\n", kubectl, f.Env.Cluster(f.Clusters[0]).Kubeconfig)
 	o.printf("  %s --kubeconfig %s get configmaps -n guestbook\n", kubectl, f.Env.Cluster(f.Clusters[0]).Kubeconfig)
-	if f.Transport == fleet.TransportGRPC {
+	if f.Transport == workclient.TransportGRPC {
 		o.printf("argocd-pull server (Maestro-compatible REST API and metrics, admin token in %s):\n", filepath.Join(o.Dir, "pki", "admin.token"))
 		o.printf("  curl -s --cacert %s https://%s/metrics | grep ^argocd_pull\n", filepath.Join(o.Dir, "pki", "ca.crt"), f.Server.HTTP)
 		o.printf("  curl -s --cacert %s -H \"Authorization: Bearer $(cat %s)\" https://%s/api/maestro/v1/consumers\n",

@@ -24,14 +24,8 @@ import (
 	ocmfeature "open-cluster-management.io/api/feature"
 	"open-cluster-management.io/ocm/pkg/features"
 	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
-)
 
-// Transports a fleet can run on.
-const (
-	// TransportGRPC connects every simulated cluster to a Maestro-compatible server as an sdk-go agent client.
-	TransportGRPC = "grpc"
-	// TransportKube watches the ManifestWorks of the simulated clusters' namespaces on the hub.
-	TransportKube = "kube"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
 // DefaultWorkers is how many works a fleet processes at once unless told otherwise. Sending a status waits for
@@ -41,7 +35,7 @@ const DefaultWorkers = 32
 
 // Config configures a Fleet. Options builds one from the command line; a Go program can fill it in directly.
 type Config struct {
-	// Transport is TransportGRPC or TransportKube.
+	// Transport is workclient.TransportGRPC or workclient.TransportKube.
 	Transport string
 	// GRPC is the agent connection of the grpc transport: the URL of the server's agent endpoint, and its TLS,
 	// token and keepalive settings. Each simulated cluster gets a dialer and a connection of its own from it.
@@ -250,7 +244,7 @@ func NewFleet(cfg Config) (*Fleet, error) {
 		f.clusters = append(f.clusters, &cluster{name: name, index: index, works: map[string]*simWork{}, waiters: map[string][]waiter{}})
 	}
 	switch cfg.Transport {
-	case TransportGRPC:
+	case workclient.TransportGRPC:
 		if cfg.GRPC == nil || cfg.GRPC.Dialer == nil || cfg.GRPC.Dialer.URL == "" {
 			return nil, errors.New("the grpc transport needs the server's agent address")
 		}
@@ -258,7 +252,7 @@ func NewFleet(cfg Config) (*Fleet, error) {
 			f.cfg.MaxJSONRawLength = GRPCMaxJSONRawLength
 		}
 		f.tr = newGRPCTransport(cfg.GRPC, cfg.ConnectParallelism)
-	case TransportKube:
+	case workclient.TransportKube:
 		if cfg.Hub == nil {
 			return nil, errors.New("the kube transport needs the hub's rest config")
 		}
@@ -267,7 +261,7 @@ func NewFleet(cfg Config) (*Fleet, error) {
 		}
 		f.tr = newKubeTransport(cfg.Hub)
 	default:
-		return nil, fmt.Errorf("unknown transport %q (want %s or %s)", cfg.Transport, TransportGRPC, TransportKube)
+		return nil, fmt.Errorf("unknown transport %q (want %s or %s)", cfg.Transport, workclient.TransportGRPC, workclient.TransportKube)
 	}
 	f.reader = newFeedbackReader(f.cfg.MaxJSONRawLength)
 	f.SetChurn(cfg.Churn)

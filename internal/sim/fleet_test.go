@@ -432,7 +432,7 @@ func TestGRPCFleet(t *testing.T) {
 	ev := newEvents()
 	clusters := ClusterNames("sim-grpc-", 1, 20)
 	f := startFleet(t, Config{
-		Transport: TransportGRPC,
+		Transport: workclient.TransportGRPC,
 		GRPC:      &grpcoptions.GRPCOptions{Dialer: &grpcoptions.GRPCDialer{URL: s.AgentAddr()}},
 		Clusters:  clusters,
 		Argo:      testArgo(),
@@ -461,7 +461,7 @@ func TestKubeFleet(t *testing.T) {
 	ev := newEvents()
 	hubConfig := env.Hub.Config()
 	hubConfig.QPS, hubConfig.Burst = 200, 400
-	f := startFleet(t, Config{Transport: TransportKube, Hub: hubConfig, Clusters: clusters, Argo: testArgo(), Workers: 4, Hooks: ev.hooks()})
+	f := startFleet(t, Config{Transport: workclient.TransportKube, Hub: hubConfig, Clusters: clusters, Argo: testArgo(), Workers: 4, Hooks: ev.hooks()})
 	runScenario(t, kubeHub{cs}, f, ev, clusters)
 
 	// The agent's finalizer was on every work it took, and the status fits the hub CRD's raw limit.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/application"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
 // The memory test runs the fleet in a child process (this test binary again), so that its heap holds the
@@ -164,7 +165,7 @@ func memoryChild() int {
 	}
 	report("BASE", nil)
 	f, err := NewFleet(Config{
-		Transport: TransportGRPC,
+		Transport: workclient.TransportGRPC,
 		GRPC:      &grpcoptions.GRPCOptions{Dialer: &grpcoptions.GRPCDialer{URL: os.Getenv(memoryURLEnv)}},
 		Clusters:  ClusterNames("mem-", 1, clusters),
 		Argo:      ArgoConfig{SyncDelay: time.Second, SyncJitter: 0.2, ResourcesPerApp: 2},

@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
+
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
 // Options are the flags of `argocd-pull sim`.
@@ -40,7 +42,7 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Transport:          TransportGRPC,
+		Transport:          workclient.TransportGRPC,
 		Clusters:           10,
 		ClusterPrefix:      "cluster",
 		ClusterStart:       1,
@@ -83,16 +85,16 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *Options) Validate() error {
 	var errs []error
 	switch o.Transport {
-	case TransportGRPC:
+	case workclient.TransportGRPC:
 		if o.GRPCConfig == "" {
 			errs = append(errs, errors.New("--grpc-config is required with --transport=grpc"))
 		}
-	case TransportKube:
+	case workclient.TransportKube:
 		if o.HubKubeconfig == "" {
 			errs = append(errs, errors.New("--hub-kubeconfig is required with --transport=kube"))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("--transport must be %q or %q, not %q", TransportGRPC, TransportKube, o.Transport))
+		errs = append(errs, fmt.Errorf("--transport must be %q or %q, not %q", workclient.TransportGRPC, workclient.TransportKube, o.Transport))
 	}
 	if o.Clusters <= 0 {
 		errs = append(errs, errors.New("--clusters must be positive"))
@@ -142,13 +144,13 @@ func (o *Options) Config() (Config, error) {
 		Seed:               o.Seed,
 	}
 	switch o.Transport {
-	case TransportGRPC:
+	case workclient.TransportGRPC:
 		g, err := grpcoptions.BuildGRPCOptionsFromFlags(o.GRPCConfig)
 		if err != nil {
 			return cfg, fmt.Errorf("read grpc config %s: %w", o.GRPCConfig, err)
 		}
 		cfg.GRPC = g
-	case TransportKube:
+	case workclient.TransportKube:
 		hub, err := clientcmd.BuildConfigFromFlags("", o.HubKubeconfig)
 		if err != nil {
 			return cfg, fmt.Errorf("load hub kubeconfig %s: %w", o.HubKubeconfig, err)

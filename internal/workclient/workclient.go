@@ -16,6 +16,16 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 )
 
+// Transports: how works travel between the hub and the managed clusters. The hub controller's --transport, the
+// agent's --driver (the OCM work agent's driver names), the simulator's and the demo's --transport all take
+// these names.
+const (
+	// TransportKube keeps ManifestWork objects on the hub (the basic OCM pull model).
+	TransportKube = "kube"
+	// TransportGRPC publishes works as CloudEvents over gRPC to a Maestro-compatible server.
+	TransportGRPC = "grpc"
+)
+
 // Client delivers works and reports their status.
 type Client interface {
 	// Apply creates the work, or updates it to the given labels, annotations and spec.

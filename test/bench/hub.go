@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
-	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 )
 
 // requestCounts are the hub apiserver's requests by verb (apiserver_request_total).
@@ -96,7 +96,7 @@ func (c requestCounts) sub(base requestCounts) requestCounts {
 func clientFor(cfg *rest.Config, qps float32, burst int) (client.Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = qps, burst
-	return client.New(cfg, client.Options{Scheme: controller.Scheme()})
+	return client.New(cfg, client.Options{Scheme: hubmanager.Scheme()})
 }
 
 // appSetName names the k-th ApplicationSet.

@@ -19,9 +19,10 @@ import (
 	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/argocd-pull/argocd-pull/internal/fleet"
+	"github.com/argocd-pull/argocd-pull/internal/localfleet"
 	"github.com/argocd-pull/argocd-pull/internal/sim"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
 // Scenario is one benchmark run.
@@ -115,7 +116,7 @@ func run(ctx context.Context, sc Scenario) (*Result, error) {
 		controllerArgs = append(controllerArgs, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", port))
 		sc.Log("controller pprof: http://127.0.0.1:%d/debug/pprof/", port)
 	}
-	f, err := fleet.Start(ctx, fleet.Options{
+	f, err := localfleet.Start(ctx, localfleet.Options{
 		Dir: filepath.Join(sc.Dir, "fleet"), Clusters: clusters, Transport: sc.Transport, Binary: sc.Binary, Simulated: true,
 		ControllerArgs: controllerArgs, HubAPIServerArgs: sc.hubAPIServerArgs(),
 		Progress: func(s string) { sc.Log("%s", s) },
@@ -152,7 +153,7 @@ func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) 
 }
 
 // measure runs the scenario on a started fleet.
-func measure(ctx context.Context, sc Scenario, f *fleet.Fleet, clusters []string, res *Result) error {
+func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []string, res *Result) error {
 	hubCfg := f.Env.Hub.Config()
 	simFleet, err := startSimulator(ctx, sc, f, clusters, res)
 	if err != nil {
@@ -191,7 +192,7 @@ func measure(ctx context.Context, sc Scenario, f *fleet.Fleet, clusters []string
 	if err != nil {
 		return err
 	}
-	sets, err := createAppSets(ctx, c, fleet.ArgoCDNamespace, sc.AppSets)
+	sets, err := createAppSets(ctx, c, localfleet.ArgoCDNamespace, sc.AppSets)
 	if err != nil {
 		return err
 	}
@@ -222,7 +223,7 @@ func measure(ctx context.Context, sc Scenario, f *fleet.Fleet, clusters []string
 	}
 	res.Synced = time.Since(start)
 	sc.Log("every Application Synced and Healthy on the hub after %s (floor %s, ratio %.2f)", res.Synced.Round(time.Second), res.Floor.Round(time.Second), res.Ratio())
-	if sc.Transport == fleet.TransportGRPC {
+	if sc.Transport == workclient.TransportGRPC {
 		if res.PostgresBytes, err = postgresSize(ctx, f); err != nil {
 			return err
 		}
@@ -245,7 +246,7 @@ type simulator struct {
 	sent  func(sim.Event)
 }
 
-func startSimulator(ctx context.Context, sc Scenario, f *fleet.Fleet, clusters []string, res *Result) (*simulator, error) {
+func startSimulator(ctx context.Context, sc Scenario, f *localfleet.System, clusters []string, res *Result) (*simulator, error) {
 	s := &simulator{}
 	cfg := sim.Config{
 		Transport: sc.Transport,
@@ -260,7 +261,7 @@ func startSimulator(ctx context.Context, sc Scenario, f *fleet.Fleet, clusters [
 			}
 		}},
 	}
-	if sc.Transport == fleet.TransportGRPC {
+	if sc.Transport == workclient.TransportGRPC {
 		pool := x509.NewCertPool()
 		pem, err := os.ReadFile(f.CAFile())
 		if err != nil {
@@ -355,7 +356,7 @@ func measureLatency(ctx context.Context, sc Scenario, s *simulator, t *tracker, 
 
 // measureDelete deletes the ApplicationSets and measures the time to no work, no Application on the clusters
 // and no Application on the hub; works left after that are orphans.
-func measureDelete(ctx context.Context, sc Scenario, f *fleet.Fleet, c client.Client, sets []*unstructured.Unstructured, s *simulator, t *tracker, res *Result) error {
+func measureDelete(ctx context.Context, sc Scenario, f *localfleet.System, c client.Client, sets []*unstructured.Unstructured, s *simulator, t *tracker, res *Result) error {
 	sc.Log("deleting the %d ApplicationSets", len(sets))
 	start := time.Now()
 	for _, set := range sets {
@@ -388,8 +389,8 @@ func measureDelete(ctx context.Context, sc Scenario, f *fleet.Fleet, c client.Cl
 }
 
 // countWorks counts the works left: rows on the server, or ManifestWorks on the hub.
-func countWorks(ctx context.Context, f *fleet.Fleet) (int, error) {
-	if f.Transport == fleet.TransportKube {
+func countWorks(ctx context.Context, f *localfleet.System) (int, error) {
+	if f.Transport == workclient.TransportKube {
 		c, err := f.HubClient()
 		if err != nil {
 			return 0, err
@@ -423,7 +424,7 @@ func countWorks(ctx context.Context, f *fleet.Fleet) (int, error) {
 	return list.Total, nil
 }
 
-func postgresSize(ctx context.Context, f *fleet.Fleet) (int64, error) {
+func postgresSize(ctx context.Context, f *localfleet.System) (int64, error) {
 	conn, err := pgx.Connect(ctx, f.Env.Postgres.URL("argocd_pull"))
 	if err != nil {
 		return 0, err
@@ -435,7 +436,7 @@ func postgresSize(ctx context.Context, f *fleet.Fleet) (int64, error) {
 }
 
 // processes are the measured processes, by name.
-func processes(f *fleet.Fleet) map[string]func() (usage, error) {
+func processes(f *localfleet.System) map[string]func() (usage, error) {
 	ps := map[string]func() (usage, error){
 		"controller":              pidUsage(f.ControllerPid()),
 		"kube-apiserver":          pidUsage(f.Env.Hub.Pid()),
@@ -443,7 +444,7 @@ func processes(f *fleet.Fleet) map[string]func() (usage, error) {
 		"kube-controller-manager": pidUsage(f.Env.Hub.ControllerManagerPid()),
 		"simulator (benchmark)":   pidUsage(os.Getpid()),
 	}
-	if f.Transport == fleet.TransportGRPC {
+	if f.Transport == workclient.TransportGRPC {
 		ps["server"] = pidUsage(f.ServerPid())
 		pg := f.Env.Postgres.Pid()
 		ps["postgres"] = func() (usage, error) { return treeUsage(pg) }

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
-	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/pagedlist"
 )
 
@@ -43,7 +43,7 @@ type expectation struct {
 }
 
 func startTracker(ctx context.Context, cfg *rest.Config) (*tracker, error) {
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: controller.Scheme()})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: hubmanager.Scheme()})
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
-	"github.com/argocd-pull/argocd-pull/internal/fleet"
+	"github.com/argocd-pull/argocd-pull/internal/localfleet"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
 // TestBasicModel: the basic OCM pull model with ManifestWork objects on the hub. A hub Application becomes an
@@ -22,10 +23,10 @@ import (
 // shows on the hub; deleting the hub Application removes the managed cluster's Application.
 func TestBasicModel(t *testing.T) {
 	ctx := context.Background()
-	f := startFleet(t, fleet.Options{Clusters: []string{"cluster1"}, Transport: fleet.TransportKube})
+	f := startFleet(t, localfleet.Options{Clusters: []string{"cluster1"}, Transport: workclient.TransportKube})
 	hub := must[client.Client](t)(f.HubClient())
 	spoke := must[client.Client](t)(f.ClusterClient("cluster1"))
-	const ns = fleet.ArgoCDNamespace
+	const ns = localfleet.ArgoCDNamespace
 	if err := spoke.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
-	"github.com/argocd-pull/argocd-pull/internal/fleet"
+	"github.com/argocd-pull/argocd-pull/internal/localfleet"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
 // guestbookAppSet is an ApplicationSet written for the OCM pull model, unchanged: the clusterDecisionResource
@@ -46,7 +47,7 @@ func guestbookAppSet(repoURL string) *unstructured.Unstructured {
         "project": "default",
         "source": {"repoURL": %q, "targetRevision": "main", "path": "guestbook"},
         "destination": {"server": "{{server}}", "namespace": "guestbook"},
-        "syncPolicy": {"automated": {"prune": true}, "syncOptions": ["CreateNamespace=true"]}}}}}`, fleet.PlacementName, repoURL)))
+        "syncPolicy": {"automated": {"prune": true}, "syncOptions": ["CreateNamespace=true"]}}}}}`, localfleet.PlacementName, repoURL)))
 	return u
 }
 
@@ -55,14 +56,14 @@ var clusters = []string{"cluster1", "cluster2"}
 // TestApplicationSetLifecycle runs an ApplicationSet through the fleet as an operator would see it, with real
 // Argo CD on each managed cluster, in the Maestro mode and in the basic mode.
 func TestApplicationSetLifecycle(t *testing.T) {
-	for _, transport := range []string{fleet.TransportGRPC, fleet.TransportKube} {
+	for _, transport := range []string{workclient.TransportGRPC, workclient.TransportKube} {
 		t.Run(transport, func(t *testing.T) { testLifecycle(t, transport) })
 	}
 }
 
 func testLifecycle(t *testing.T, transport string) {
 	ctx := context.Background()
-	f := startFleet(t, fleet.Options{Clusters: clusters, Transport: transport, ArgoCD: true})
+	f := startFleet(t, localfleet.Options{Clusters: clusters, Transport: transport, ArgoCD: true})
 	hub := must[client.Client](t)(f.HubClient())
 	spokes := map[string]client.Client{}
 	for _, c := range clusters {
@@ -82,7 +83,7 @@ func testLifecycle(t *testing.T, transport string) {
 	for _, c := range clusters {
 		eventually(t, 3*time.Minute, c+": Unknown with Argo CD's error on the hub", func() error {
 			app := argocd.NewApplication()
-			if err := get(ctx, hub, app, fleet.ArgoCDNamespace, c+"-guestbook"); err != nil {
+			if err := get(ctx, hub, app, localfleet.ArgoCDNamespace, c+"-guestbook"); err != nil {
 				return err
 			}
 			msg := conditionMessage(app, "ComparisonError")
@@ -100,7 +101,7 @@ func testLifecycle(t *testing.T, transport string) {
 	appset := guestbookAppSet(f.Git.URL("apps"))
 	eventually(t, 30*time.Second, "fix the repoURL", func() error {
 		current := appset.DeepCopy()
-		if err := get(ctx, hub, current, fleet.ArgoCDNamespace, "guestbook"); err != nil {
+		if err := get(ctx, hub, current, localfleet.ArgoCDNamespace, "guestbook"); err != nil {
 			return err
 		}
 		current.Object["spec"] = appset.Object["spec"]
@@ -109,7 +110,7 @@ func testLifecycle(t *testing.T, transport string) {
 	for _, c := range clusters {
 		eventually(t, 3*time.Minute, c+": Synced and Healthy on the hub, ConfigMap on the cluster", func() error {
 			app := argocd.NewApplication()
-			if err := get(ctx, hub, app, fleet.ArgoCDNamespace, c+"-guestbook"); err != nil {
+			if err := get(ctx, hub, app, localfleet.ArgoCDNamespace, c+"-guestbook"); err != nil {
 				return err
 			}
 			if s, h := nested(app, "status", "sync", "status"), nested(app, "status", "health", "status"); s != "Synced" || h != "Healthy" {
@@ -118,7 +119,7 @@ func testLifecycle(t *testing.T, transport string) {
 			return get(ctx, spokes[c], &corev1.ConfigMap{}, "guestbook", "guestbook")
 		})
 	}
-	if transport == fleet.TransportGRPC {
+	if transport == workclient.TransportGRPC {
 		expectWholeStatus(t, hub, spokes["cluster1"], "cluster1-guestbook")
 		expectNoManifestWorks(t, hub)
 	}
@@ -126,7 +127,7 @@ func testLifecycle(t *testing.T, transport string) {
 	// 3. A sync started on the hub runs on the cluster, and the hub's .operation is cleared afterwards.
 	eventually(t, 30*time.Second, "start a sync on the hub", func() error {
 		app := argocd.NewApplication()
-		if err := get(ctx, hub, app, fleet.ArgoCDNamespace, "cluster1-guestbook"); err != nil {
+		if err := get(ctx, hub, app, localfleet.ArgoCDNamespace, "cluster1-guestbook"); err != nil {
 			return err
 		}
 		app.Object["operation"] = map[string]any{
@@ -137,7 +138,7 @@ func testLifecycle(t *testing.T, transport string) {
 	})
 	eventually(t, 2*time.Minute, "the sync ran on cluster1 and the hub's operation was handed off", func() error {
 		spokeApp := argocd.NewApplication()
-		if err := get(ctx, spokes["cluster1"], spokeApp, fleet.ArgoCDNamespace, "cluster1-guestbook"); err != nil {
+		if err := get(ctx, spokes["cluster1"], spokeApp, localfleet.ArgoCDNamespace, "cluster1-guestbook"); err != nil {
 			return err
 		}
 		if by := nested(spokeApp, "status", "operationState", "operation", "initiatedBy", "username"); by != "e2e-"+transport ||
@@ -145,7 +146,7 @@ func testLifecycle(t *testing.T, transport string) {
 			return fmt.Errorf("cluster1 operationState = %v", spokeApp.Object["status"].(map[string]any)["operationState"])
 		}
 		app := argocd.NewApplication()
-		if err := get(ctx, hub, app, fleet.ArgoCDNamespace, "cluster1-guestbook"); err != nil {
+		if err := get(ctx, hub, app, localfleet.ArgoCDNamespace, "cluster1-guestbook"); err != nil {
 			return err
 		}
 		if app.Object["operation"] != nil {
@@ -171,8 +172,8 @@ func testLifecycle(t *testing.T, transport string) {
 				ns  string
 				n   string
 			}{
-				{hub, argocd.NewApplication(), fleet.ArgoCDNamespace, c + "-guestbook"},
-				{spokes[c], argocd.NewApplication(), fleet.ArgoCDNamespace, c + "-guestbook"},
+				{hub, argocd.NewApplication(), localfleet.ArgoCDNamespace, c + "-guestbook"},
+				{spokes[c], argocd.NewApplication(), localfleet.ArgoCDNamespace, c + "-guestbook"},
 				{spokes[c], &corev1.ConfigMap{}, "guestbook", "guestbook"},
 			} {
 				if err := get(ctx, check.c, check.obj, check.ns, check.n); !apierrors.IsNotFound(err) {
@@ -183,7 +184,7 @@ func testLifecycle(t *testing.T, transport string) {
 		})
 	}
 	eventually(t, time.Minute, "no work left", func() error {
-		if transport == fleet.TransportGRPC {
+		if transport == workclient.TransportGRPC {
 			n, err := serverWorks(f)
 			if err != nil || n != 0 {
 				return fmt.Errorf("%d works on the server (%v)", n, err)
@@ -205,10 +206,10 @@ func expectWholeStatus(t *testing.T, hub, spoke client.Client, name string) {
 	ctx := context.Background()
 	eventually(t, time.Minute, "whole status on the hub", func() error {
 		h, s := argocd.NewApplication(), argocd.NewApplication()
-		if err := get(ctx, hub, h, fleet.ArgoCDNamespace, name); err != nil {
+		if err := get(ctx, hub, h, localfleet.ArgoCDNamespace, name); err != nil {
 			return err
 		}
-		if err := get(ctx, spoke, s, fleet.ArgoCDNamespace, name); err != nil {
+		if err := get(ctx, spoke, s, localfleet.ArgoCDNamespace, name); err != nil {
 			return err
 		}
 		hs, _ := h.Object["status"].(map[string]any)
@@ -242,7 +243,7 @@ func expectNoManifestWorks(t *testing.T, hub client.Client) {
 }
 
 // serverWorks counts the works argocd-pull server holds.
-func serverWorks(f *fleet.Fleet) (int, error) {
+func serverWorks(f *localfleet.System) (int, error) {
 	req, err := http.NewRequest(http.MethodGet, "https://"+f.Server.HTTP+"/api/maestro/v1/resource-bundles?size=1", nil)
 	if err != nil {
 		return 0, err

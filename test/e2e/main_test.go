@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/argocd-pull/argocd-pull/internal/fleet"
+	"github.com/argocd-pull/argocd-pull/internal/localfleet"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 )
 
@@ -39,13 +39,13 @@ func TestMain(m *testing.M) {
 }
 
 // startFleet starts a fleet for the test and stops it at the end; a failed test keeps its logs.
-func startFleet(t *testing.T, o fleet.Options) *fleet.Fleet {
+func startFleet(t *testing.T, o localfleet.Options) *localfleet.System {
 	t.Helper()
 	o.Binary = binary
 	o.Progress = func(s string) { t.Log(s) }
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	f, err := fleet.Start(ctx, o)
+	f, err := localfleet.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}

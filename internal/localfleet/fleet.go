@@ -2,7 +2,7 @@
 // kube-apiservers), the hub controller, an agent and a real Argo CD per managed cluster, Argo CD's
 // ApplicationSet controller on the hub, a git server, and in the Maestro mode PostgreSQL and argocd-pull
 // server. The end-to-end tests and `argocd-pull demo` use it.
-package fleet
+package localfleet
 
 import (
 	"bytes"
@@ -23,12 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
-)
-
-// Transports.
-const (
-	TransportGRPC = "grpc"
-	TransportKube = "kube"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
 // Options configure a fleet.
@@ -54,8 +49,9 @@ type Options struct {
 	Progress func(string)
 }
 
-// Fleet is a running fleet.
-type Fleet struct {
+// System is a running fleet on loopback: the processes of the hub and its managed clusters. (sim.Fleet is a
+// different thing: simulated managed clusters in one process.)
+type System struct {
 	Options
 	Env *testenv.Env
 	Git *testenv.GitServer
@@ -86,11 +82,11 @@ type Endpoints struct {
 const ArgoCDNamespace = "argocd"
 
 // Start brings the fleet up. On error everything started is stopped.
-func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
+func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if o.Transport == "" {
-		o.Transport = TransportGRPC
+		o.Transport = workclient.TransportGRPC
 	}
-	f := &Fleet{Options: o, agents: map[string]*testenv.Process{}, argocd: map[string]*testenv.ArgoCD{}, tokens: map[string]string{}}
+	f := &System{Options: o, agents: map[string]*testenv.Process{}, argocd: map[string]*testenv.ArgoCD{}, tokens: map[string]string{}}
 	defer func() {
 		if err != nil {
 			f.Stop()
@@ -101,13 +97,13 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 		clusters = fmt.Sprintf("no managed cluster (%d are simulated)", len(o.Clusters))
 	}
 	f.progress("starting etcd, kube-apiservers for the hub and %s, garbage collectors%s", clusters,
-		map[bool]string{true: ", PostgreSQL", false: ""}[o.Transport == TransportGRPC])
+		map[bool]string{true: ", PostgreSQL", false: ""}[o.Transport == workclient.TransportGRPC])
 	managed := o.Clusters
 	if o.Simulated {
 		managed = nil
 	}
 	f.Env, err = testenv.Start(ctx, testenv.Options{Dir: o.Dir, ManagedClusters: managed, GarbageCollector: true,
-		Postgres: o.Transport == TransportGRPC, HubAPIServerArgs: o.HubAPIServerArgs})
+		Postgres: o.Transport == workclient.TransportGRPC, HubAPIServerArgs: o.HubAPIServerArgs})
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +114,7 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 	if err := f.prepareHub(ctx); err != nil {
 		return nil, err
 	}
-	if o.Transport == TransportGRPC {
+	if o.Transport == workclient.TransportGRPC {
 		if err := f.startServer(ctx); err != nil {
 			return nil, err
 		}
@@ -139,22 +135,22 @@ func Start(ctx context.Context, o Options) (_ *Fleet, err error) {
 	return f, nil
 }
 
-func (f *Fleet) progress(format string, args ...any) {
+func (f *System) progress(format string, args ...any) {
 	if f.Progress != nil {
 		f.Progress(fmt.Sprintf(format, args...))
 	}
 }
 
-func (f *Fleet) logPath(name string) string { return filepath.Join(f.Dir, "logs", name+".log") }
+func (f *System) logPath(name string) string { return filepath.Join(f.Dir, "logs", name+".log") }
 
 // run starts the argocd-pull binary.
-func (f *Fleet) run(name string, args ...string) (*testenv.Process, error) {
+func (f *System) run(name string, args ...string) (*testenv.Process, error) {
 	return testenv.StartProcess(testenv.ProcessSpec{Name: name, Path: f.Binary, Args: args, LogPath: f.logPath(name)})
 }
 
 // startServer starts argocd-pull server with TLS and tokens (one per agent, one for the controller, one
 // admin) and registers the managed clusters as consumers.
-func (f *Fleet) startServer(ctx context.Context) error {
+func (f *System) startServer(ctx context.Context) error {
 	f.progress("starting argocd-pull server (TLS, tokens) on PostgreSQL")
 	db, err := f.Env.Postgres.CreateDatabase(ctx, "argocd_pull")
 	if err != nil {
@@ -205,7 +201,7 @@ func (f *Fleet) startServer(ctx context.Context) error {
 }
 
 // RESTClient is an HTTP client that trusts the fleet's CA, for the server's REST API.
-func (f *Fleet) RESTClient() *http.Client {
+func (f *System) RESTClient() *http.Client {
 	f.restOnce.Do(func() {
 		pool := x509.NewCertPool()
 		if pem, err := os.ReadFile(f.ca.CertFile); err == nil {
@@ -216,7 +212,7 @@ func (f *Fleet) RESTClient() *http.Client {
 	return f.rest
 }
 
-func (f *Fleet) createConsumer(ctx context.Context, name string) error {
+func (f *System) createConsumer(ctx context.Context, name string) error {
 	body, err := json.Marshal(map[string]string{"name": name})
 	if err != nil {
 		return err
@@ -239,7 +235,7 @@ func (f *Fleet) createConsumer(ctx context.Context, name string) error {
 }
 
 // grpcConfig writes an sdk-go gRPC client config with the CA and a token.
-func (f *Fleet) grpcConfig(name, url, token string) (string, error) {
+func (f *System) grpcConfig(name, url, token string) (string, error) {
 	path := filepath.Join(f.Dir, "pki", name+"-grpc.yaml")
 	content := fmt.Sprintf("url: %s\ncaFile: %s\ntoken: %s\n", url, f.ca.CertFile, token)
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -248,7 +244,7 @@ func (f *Fleet) grpcConfig(name, url, token string) (string, error) {
 	return path, nil
 }
 
-func (f *Fleet) startAgents(ctx context.Context) error {
+func (f *System) startAgents(ctx context.Context) error {
 	f.progress("starting the work agent of %s (driver %s)", strings.Join(f.Clusters, ", "), f.Transport)
 	for _, c := range f.Clusters {
 		if err := f.StartAgent(ctx, c); err != nil {
@@ -259,7 +255,7 @@ func (f *Fleet) startAgents(ctx context.Context) error {
 }
 
 // StartAgent starts (or restarts) the agent of a managed cluster.
-func (f *Fleet) StartAgent(ctx context.Context, cluster string) error {
+func (f *System) StartAgent(ctx context.Context, cluster string) error {
 	if p := f.agents[cluster]; p != nil {
 		p.Stop(10 * time.Second)
 	}
@@ -269,7 +265,7 @@ func (f *Fleet) StartAgent(ctx context.Context, cluster string) error {
 	}
 	args := []string{"agent", "--cluster-name", cluster, "--driver", f.Transport,
 		"--kubeconfig", f.Env.Cluster(cluster).Kubeconfig, "--health-address", addr(port)}
-	if f.Transport == TransportGRPC {
+	if f.Transport == workclient.TransportGRPC {
 		cfg, err := f.grpcConfig("agent-"+cluster, f.Server.Agent, f.tokens["agent/"+cluster])
 		if err != nil {
 			return err
@@ -287,9 +283,9 @@ func (f *Fleet) StartAgent(ctx context.Context, cluster string) error {
 }
 
 // StartController starts (or restarts) the hub controller.
-func (f *Fleet) StartController(ctx context.Context) error { return f.startController(ctx) }
+func (f *System) StartController(ctx context.Context) error { return f.startController(ctx) }
 
-func (f *Fleet) startController(ctx context.Context) error {
+func (f *System) startController(ctx context.Context) error {
 	if f.controller != nil {
 		f.controller.Stop(10 * time.Second)
 	}
@@ -301,7 +297,7 @@ func (f *Fleet) startController(ctx context.Context) error {
 	f.ControllerMetrics = addr(ports[0])
 	args := []string{"controller", "--kubeconfig", f.Env.Hub.Kubeconfig, "--transport", f.Transport,
 		"--metrics-bind-address", f.ControllerMetrics, "--health-probe-bind-address", addr(ports[1])}
-	if f.Transport == TransportGRPC {
+	if f.Transport == workclient.TransportGRPC {
 		cfg, err := f.grpcConfig("controller", f.Server.Source, f.tokens["source"])
 		if err != nil {
 			return err
@@ -317,7 +313,7 @@ func (f *Fleet) startController(ctx context.Context) error {
 }
 
 // startArgoCD starts Argo CD on every managed cluster, in parallel, and the ApplicationSet controller on the hub.
-func (f *Fleet) startArgoCD(ctx context.Context) error {
+func (f *System) startArgoCD(ctx context.Context) error {
 	f.progress("starting Argo CD (redis, repo server, application controller) on %s and the ApplicationSet controller on the hub",
 		strings.Join(f.Clusters, ", "))
 	argos := make([]*testenv.ArgoCD, len(f.Clusters))
@@ -346,7 +342,7 @@ func (f *Fleet) startArgoCD(ctx context.Context) error {
 }
 
 // Stop stops everything.
-func (f *Fleet) Stop() {
+func (f *System) Stop() {
 	var procs []*testenv.Process
 	procs = append(procs, f.appset, f.controller)
 	for _, p := range f.agents {
@@ -370,16 +366,16 @@ func (f *Fleet) Stop() {
 }
 
 // AgentToken is the server token of a managed cluster's agent (Maestro mode).
-func (f *Fleet) AgentToken(cluster string) string { return f.tokens["agent/"+cluster] }
+func (f *System) AgentToken(cluster string) string { return f.tokens["agent/"+cluster] }
 
 // CAFile is the fleet's CA certificate (Maestro mode).
-func (f *Fleet) CAFile() string { return f.ca.CertFile }
+func (f *System) CAFile() string { return f.ca.CertFile }
 
 // ControllerPid and ServerPid are the process IDs of the hub controller and the server (0 when not running).
-func (f *Fleet) ControllerPid() int { return pid(f.controller) }
+func (f *System) ControllerPid() int { return pid(f.controller) }
 
 // ServerPid is the process ID of argocd-pull server.
-func (f *Fleet) ServerPid() int { return pid(f.server) }
+func (f *System) ServerPid() int { return pid(f.server) }
 
 func pid(p *testenv.Process) int {
 	if p == nil || !p.Running() {
@@ -389,7 +385,7 @@ func pid(p *testenv.Process) int {
 }
 
 // KeepDir keeps the fleet's directory when it stops (its logs, for a failed test or the demo).
-func (f *Fleet) KeepDir() { f.Env.KeepDir() }
+func (f *System) KeepDir() { f.Env.KeepDir() }
 
 func waitHTTP(ctx context.Context, p *testenv.Process, client *http.Client, url string) error {
 	return p.WaitReady(ctx, 2*time.Minute, func(ctx context.Context) error {

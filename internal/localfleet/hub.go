@@ -1,4 +1,4 @@
-package fleet
+package localfleet
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
-	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 )
 
@@ -21,20 +21,20 @@ import (
 const PlacementName = "all-clusters"
 
 // HubClient returns a client of the hub.
-func (f *Fleet) HubClient() (client.Client, error) {
-	return client.New(f.Env.Hub.Config(), client.Options{Scheme: controller.Scheme()})
+func (f *System) HubClient() (client.Client, error) {
+	return client.New(f.Env.Hub.Config(), client.Options{Scheme: hubmanager.Scheme()})
 }
 
 // ClusterClient returns a client of a managed cluster.
-func (f *Fleet) ClusterClient(name string) (client.Client, error) {
-	return client.New(f.Env.Cluster(name).Config(), client.Options{Scheme: controller.Scheme()})
+func (f *System) ClusterClient(name string) (client.Client, error) {
+	return client.New(f.Env.Cluster(name).Config(), client.Options{Scheme: hubmanager.Scheme()})
 }
 
 // prepareHub creates what an OCM hub with Argo CD has: the ManagedClusters and their namespaces, Argo CD's
 // namespace and settings, a Placement of every cluster with its PlacementDecision (no OCM placement
 // scheduler runs here, so the fleet writes the decision it would make), and a GitOpsCluster that registers
 // the placed clusters with Argo CD.
-func (f *Fleet) prepareHub(ctx context.Context) error {
+func (f *System) prepareHub(ctx context.Context) error {
 	f.progress("registering %d managed clusters on the hub: ManagedClusters, a Placement and a GitOpsCluster", len(f.Clusters))
 	hub, err := f.HubClient()
 	if err != nil {

@@ -2,7 +2,7 @@
 // pull-model Applications (whose status the controller keeps in step with the managed clusters, whatever the
 // transport) and shows each ApplicationSet's counts and each Application's cluster, sync, health and message;
 // with --watch it then follows the changes through a watch.
-package status
+package statuscmd
 
 import (
 	"context"
@@ -111,7 +111,7 @@ func (o *Options) Run(ctx context.Context) error {
 		_, err := fmt.Fprintln(errOut, o.noneFound())
 		return err
 	}
-	if err := p.printFleet(NewFleet(observed)); err != nil {
+	if err := p.printView(NewView(observed)); err != nil {
 		return err
 	}
 	if !o.Watch {

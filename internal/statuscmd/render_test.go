@@ -1,4 +1,4 @@
-package status
+package statuscmd
 
 import (
 	"bytes"
@@ -87,7 +87,7 @@ func TestRenderGolden(t *testing.T) {
 			}
 			var out bytes.Buffer
 			p := &printer{w: &out, output: tt.output, allNamespaces: tt.allNamespaces}
-			if err := p.printFleet(NewFleet(apps)); err != nil {
+			if err := p.printView(NewView(apps)); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, tt.name, out.Bytes())
@@ -106,7 +106,7 @@ func TestRenderWatchGolden(t *testing.T) {
 			var out bytes.Buffer
 			p := &printer{w: &out, output: output, allNamespaces: true, events: true}
 			if output == OutputTable || output == OutputWide {
-				if err := p.printFleet(NewFleet(apps)); err != nil {
+				if err := p.printView(NewView(apps)); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -1,4 +1,4 @@
-package status
+package statuscmd
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
-	"github.com/argocd-pull/argocd-pull/internal/controller"
+	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 )
 
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 
 func hubClient(t *testing.T) client.Client {
 	t.Helper()
-	c, err := client.New(env.Hub.Config(), client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(env.Hub.Config(), client.Options{Scheme: hubmanager.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package controller
+package hubmanager
 
 import (
 	"k8s.io/client-go/rest"

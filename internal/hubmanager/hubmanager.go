@@ -1,7 +1,7 @@
 // Package controller runs the hub controllers of argocd-pull (`argocd-pull controller`): it builds the
 // controller-runtime manager with a cache sized for large fleets, picks the transport, and registers the
 // reconcilers.
-package controller
+package hubmanager
 
 import (
 	"context"
@@ -30,12 +30,6 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/gitopscluster"
 	"github.com/argocd-pull/argocd-pull/internal/pagedlist"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
-)
-
-// Transports.
-const (
-	TransportKube = "kube"
-	TransportGRPC = "grpc"
 )
 
 // Options are the flags of `argocd-pull controller`.
@@ -67,7 +61,7 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Transport:               TransportKube,
+		Transport:               workclient.TransportKube,
 		KubeAPIQPS:              200,
 		KubeAPIBurst:            400,
 		MetricsAddress:          "127.0.0.1:8080",
@@ -126,13 +120,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Validate checks the flags.
 func (o *Options) Validate() error {
 	var errs []error
-	if o.Transport != TransportKube && o.Transport != TransportGRPC {
-		errs = append(errs, fmt.Errorf("--transport must be %q or %q, not %q", TransportKube, TransportGRPC, o.Transport))
+	if o.Transport != workclient.TransportKube && o.Transport != workclient.TransportGRPC {
+		errs = append(errs, fmt.Errorf("--transport must be %q or %q, not %q", workclient.TransportKube, workclient.TransportGRPC, o.Transport))
 	}
 	if o.Application.Workers < 1 {
 		errs = append(errs, errors.New("--workers must be at least 1"))
 	}
-	if o.Transport == TransportGRPC {
+	if o.Transport == workclient.TransportGRPC {
 		if o.GRPC.ConfigFile == "" || o.GRPC.RESTURL == "" || o.GRPC.SourceID == "" {
 			errs = append(errs, errors.New("--transport=grpc needs --grpc-config, --server-url and --source-id"))
 		}
@@ -168,8 +162,8 @@ func (o *Options) Run(ctx context.Context) error {
 	return c.Start(ctx)
 }
 
-// Controller is the running set of hub controllers.
-type Controller struct {
+// Controllers is the running set of hub controllers.
+type Controllers struct {
 	Manager ctrl.Manager
 	Works   workclient.Client
 }
@@ -188,14 +182,14 @@ func Scheme() *runtime.Scheme {
 }
 
 // New builds the controllers on a hub.
-func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controller, error) {
+func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controllers, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 
 	byObject := map[client.Object]cache.ByObject{
 		&argocd.Application{}: application.CacheOptions(),
 	}
-	if o.Transport == TransportKube {
+	if o.Transport == workclient.TransportKube {
 		byObject[&workv1.ManifestWork{}] = workclient.KubeCacheOptions()
 	}
 	if o.GitOpsCluster {
@@ -234,9 +228,9 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controller, error)
 
 	var works workclient.Client
 	switch o.Transport {
-	case TransportKube:
+	case workclient.TransportKube:
 		works, err = workclient.NewKube(ctx, mgr)
-	case TransportGRPC:
+	case workclient.TransportGRPC:
 		works, err = workclient.NewGRPC(ctx, o.GRPC)
 	default:
 		err = fmt.Errorf("unknown transport %q", o.Transport)
@@ -266,10 +260,10 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controller, error)
 			return nil, fmt.Errorf("set up appsetreport controller: %w", err)
 		}
 	}
-	return &Controller{Manager: mgr, Works: works}, nil
+	return &Controllers{Manager: mgr, Works: works}, nil
 }
 
 // Start runs the controllers until the context ends.
-func (c *Controller) Start(ctx context.Context) error {
+func (c *Controllers) Start(ctx context.Context) error {
 	return c.Manager.Start(ctx)
 }

@@ -1,4 +1,4 @@
-package status
+package statuscmd
 
 import (
 	"cmp"
@@ -23,9 +23,9 @@ const (
 	OutputYAML  = "yaml"
 )
 
-// Fleet is what `argocd-pull status` shows: the counts of each ApplicationSet and the state of each
+// View is what `argocd-pull status` shows: the counts of each ApplicationSet and the state of each
 // pull-model Application.
-type Fleet struct {
+type View struct {
 	ApplicationSets []AppSet      `json:"applicationSets"`
 	Applications    []Application `json:"applications"`
 }
@@ -68,9 +68,9 @@ func NewApplication(o appsetreport.Observed) Application {
 	}
 }
 
-// NewFleet builds the fleet view of the observed Applications, sorted by namespace and name.
-func NewFleet(apps []appsetreport.Observed) *Fleet {
-	f := &Fleet{ApplicationSets: []AppSet{}, Applications: make([]Application, 0, len(apps))}
+// NewView builds the fleet view of the observed Applications, sorted by namespace and name.
+func NewView(apps []appsetreport.Observed) *View {
+	f := &View{ApplicationSets: []AppSet{}, Applications: make([]Application, 0, len(apps))}
 	byAppSet := map[[2]string][]appsetreport.Observed{}
 	for _, o := range apps {
 		f.Applications = append(f.Applications, NewApplication(o))
@@ -109,8 +109,8 @@ type printer struct {
 // messageWidth is the most characters of a message the table shows (wide shows it whole).
 const messageWidth = 72
 
-// printFleet writes the whole fleet.
-func (p *printer) printFleet(f *Fleet) error {
+// printView writes the whole fleet.
+func (p *printer) printView(f *View) error {
 	switch p.output {
 	case OutputJSON:
 		return p.writeJSON(f, true)
