@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/argocd-pull/argocd-pull/internal/agent"
+	"github.com/argocd-pull/argocd-pull/internal/cmp"
 	"github.com/argocd-pull/argocd-pull/internal/demo"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/server"
@@ -78,7 +79,15 @@ func subcommands() []*cobra.Command {
 		demoCommand(),
 		serverCommand(),
 		command("sim", "Run a fleet of simulated managed clusters (agents with a simulated Argo CD) for scale tests", sim.NewOptions()),
+		cmpCommand(),
 	}
+}
+
+// cmpCommand is `argocd-pull cmp generate`, the Argo CD Config Management Plugin.
+func cmpCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "cmp", Short: "Argo CD Config Management Plugin: render an Application's source into ManifestWorks (managed clusters without Argo CD)"}
+	cmd.AddCommand(command("generate", "Render the source in the working directory and print one ManifestWork per target cluster (argocd-cmp-server runs it)", cmp.NewGenerateOptions()))
+	return cmd
 }
 
 // serverCommand is `argocd-pull server` with its migrate and consumers subcommands.

@@ -15,7 +15,8 @@ func BuildArgocdPull(ctx context.Context, dir string) (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, "argocd-pull")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/argocd-pull") //nolint:gosec // go build of this repository
+	// The tag keeps kustomize's Go-plugin loader (package plugin) out, as the Makefile's build does.
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "kustomize_disable_go_plugin_support", "-o", out, "./cmd/argocd-pull") //nolint:gosec // go build of this repository
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build argocd-pull: %w: %s", err, b)
