@@ -45,9 +45,11 @@ func (e *ManifestError) Error() string { return e.Origin + ": " + e.Reason }
 // flattened as kubectl and Argo CD do. strict is for rendered output (Helm templates, Kustomize): every
 // document must be a Kubernetes object. In a plain directory, a file of another tool (values, configuration) sits
 // next to the manifests; Argo CD skips such files, and so does this: a file whose documents have none of
-// apiVersion, kind and metadata, or that does not parse and does not mention apiVersion, is skipped (ok false).
+// apiVersion, kind and metadata, or that does not parse and does not mention apiVersion, is skipped (no objects,
+// no error).
 // A document that has some of them but not apiVersion and kind is an error, not a silent skip.
-func decodeDocuments(data []byte, origin string, strict bool) (objs []Object, ok bool, err error) {
+func decodeDocuments(data []byte, origin string, strict bool) ([]Object, error) {
+	var objs []Object
 	dec := kubeyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for i := 1; ; i++ {
 		where := origin
@@ -57,12 +59,12 @@ func decodeDocuments(data []byte, origin string, strict bool) (objs []Object, ok
 		var doc map[string]any
 		if err := dec.Decode(&doc); err != nil {
 			if errors.Is(err, io.EOF) {
-				return objs, true, nil
+				return objs, nil
 			}
 			if !strict && !bytes.Contains(data, []byte("apiVersion")) {
-				return nil, false, nil
+				return nil, nil
 			}
-			return nil, false, &ManifestError{Origin: fmt.Sprintf("%s, document %d", origin, i), Reason: "cannot be parsed: " + err.Error()}
+			return nil, &ManifestError{Origin: fmt.Sprintf("%s, document %d", origin, i), Reason: "cannot be parsed: " + err.Error()}
 		}
 		if len(doc) == 0 {
 			continue
@@ -73,9 +75,9 @@ func decodeDocuments(data []byte, origin string, strict bool) (objs []Object, ok
 			_, hasKind := doc["kind"]
 			_, hasMetadata := doc["metadata"]
 			if !strict && !hasAPIVersion && !hasKind && !hasMetadata {
-				return nil, false, nil
+				return nil, nil
 			}
-			return nil, false, &ManifestError{Origin: where, Reason: "is not a Kubernetes object: apiVersion and kind are required"}
+			return nil, &ManifestError{Origin: where, Reason: "is not a Kubernetes object: apiVersion and kind are required"}
 		}
 		if items, isList := doc["items"]; isList && strings.HasSuffix(u.GetKind(), "List") {
 			if items == nil {
@@ -83,12 +85,12 @@ func decodeDocuments(data []byte, origin string, strict bool) (objs []Object, ok
 			}
 			list, ok := items.([]any)
 			if !ok {
-				return nil, false, &ManifestError{Origin: where, Reason: u.GetKind() + ": items is not a list"}
+				return nil, &ManifestError{Origin: where, Reason: u.GetKind() + ": items is not a list"}
 			}
 			for j, item := range list {
 				m, ok := item.(map[string]any)
 				if !ok {
-					return nil, false, &ManifestError{Origin: fmt.Sprintf("%s, item %d", where, j+1), Reason: "is not an object"}
+					return nil, &ManifestError{Origin: fmt.Sprintf("%s, item %d", where, j+1), Reason: "is not an object"}
 				}
 				objs = append(objs, Object{Unstructured: &unstructured.Unstructured{Object: m}, Origin: fmt.Sprintf("%s, item %d", where, j+1)})
 			}

@@ -106,7 +106,7 @@ func renderDirectory(dir string) ([]Object, error) {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", rel, err)
 		}
-		docs, _, err := decodeDocuments(data, rel, false)
+		docs, err := decodeDocuments(data, rel, false)
 		if err != nil {
 			return err
 		}
@@ -202,7 +202,7 @@ func renderHelm(dir string, o HelmOptions) ([]Object, error) {
 
 	var objs []Object
 	for _, crd := range ch.CRDObjects() {
-		docs, _, err := decodeDocuments(crd.File.Data, crd.Filename, true)
+		docs, err := decodeDocuments(crd.File.Data, crd.Filename, true)
 		if err != nil {
 			return nil, err
 		}
@@ -218,7 +218,7 @@ func renderHelm(dir string, o HelmOptions) ([]Object, error) {
 		if strings.HasSuffix(name, "NOTES.txt") || strings.HasPrefix(base, "_") || strings.TrimSpace(rendered[name]) == "" {
 			continue
 		}
-		docs, _, err := decodeDocuments([]byte(rendered[name]), name, true)
+		docs, err := decodeDocuments([]byte(rendered[name]), name, true)
 		if err != nil {
 			return nil, err
 		}
