@@ -6,6 +6,7 @@ BIN := $(CURDIR)/bin
 export ARGOCD_PULL_BIN_DIR := $(BIN)
 
 # Pinned tool versions.
+ARGOCD_VERSION         := v3.2.11
 GOLANGCI_LINT_VERSION  := v2.6.2
 CONTROLLER_GEN_VERSION := v0.19.0
 
@@ -16,7 +17,7 @@ PKGS ?= ./...
 # setup: Debian packages and the pinned real components, built from the Go module proxy into bin/.
 
 .PHONY: setup
-setup: system-deps $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager argocd-bins ## Install and build everything the tests need
+setup: system-deps $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kwok argocd-bins ## Install and build everything the tests need
 
 .PHONY: system-deps
 system-deps:
@@ -34,6 +35,14 @@ $(BIN)/kube-controller-manager: hack/kubernetes/go.mod hack/kubernetes/go.sum
 	@echo "==> building kube-controller-manager (hack/kubernetes)"
 	cd hack/kubernetes && go build -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 
+$(BIN)/kube-scheduler: hack/kubernetes/go.mod hack/kubernetes/go.sum
+	@echo "==> building kube-scheduler (hack/kubernetes)"
+	cd hack/kubernetes && go build -o $@ k8s.io/kubernetes/cmd/kube-scheduler
+
+$(BIN)/kwok: hack/kwok/go.mod hack/kwok/go.sum
+	@echo "==> building KWOK (hack/kwok)"
+	cd hack/kwok && go build -o $@ sigs.k8s.io/kwok/cmd/kwok
+
 $(BIN)/kubectl: hack/kubernetes/go.mod hack/kubernetes/go.sum
 	@echo "==> building kubectl (hack/kubernetes)"
 	cd hack/kubernetes && go build -o $@ k8s.io/kubernetes/cmd/kubectl
@@ -43,9 +52,21 @@ ARGOCD_ROLES := argocd-application-controller argocd-repo-server argocd-applicat
 .PHONY: argocd-bins
 argocd-bins: $(BIN)/argocd $(addprefix $(BIN)/,$(ARGOCD_ROLES))
 
-$(BIN)/argocd: hack/argocd/go.mod hack/argocd/go.sum
-	@echo "==> building Argo CD (hack/argocd; a few minutes the first time)"
-	cd hack/argocd && go build -o $@ github.com/argoproj/argo-cd/v3/cmd
+# Argo CD's web UI, built from the ui/ sources of the same module with yarn and the npm registry
+# (hack/argocd-ui/README.md), then embedded into the binary: argocd-server serves the UI it was built with.
+ARGOCD_UI := $(BIN)/argocd-ui-$(ARGOCD_VERSION)
+ARGOCD_UI_INPUTS := $(shell find hack/argocd-ui -type f ! -name README.md)
+
+.PHONY: argocd-ui
+argocd-ui: $(ARGOCD_UI)/index.html ## Build Argo CD's web UI into bin/ (cached)
+
+$(ARGOCD_UI)/index.html: $(ARGOCD_UI_INPUTS)
+	@echo "==> building Argo CD's web UI $(ARGOCD_VERSION) (hack/argocd-ui; about ten minutes the first time)"
+	hack/argocd-ui/build.sh $(ARGOCD_VERSION) $(BIN)/.cache/argocd-ui-$(ARGOCD_VERSION) $(ARGOCD_UI)
+
+$(BIN)/argocd: hack/argocd/go.mod hack/argocd/go.sum hack/argocd/build.sh $(ARGOCD_UI)/index.html
+	@echo "==> building Argo CD $(ARGOCD_VERSION) with its web UI (hack/argocd; a few minutes the first time)"
+	hack/argocd/build.sh $(ARGOCD_VERSION) $(ARGOCD_UI) $(BIN)/.cache/argo-cd-$(ARGOCD_VERSION) $@
 
 $(addprefix $(BIN)/,$(ARGOCD_ROLES)): $(BIN)/argocd
 	ln -sf argocd $@

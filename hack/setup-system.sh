@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests, the demo and the benchmark need, only when they are missing.
+# Installs the Debian packages the tests, the demo and the benchmark need, only when they are missing
+# (chromium: headless, for the tests that look at Argo CD's web UI).
 set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for pkg in postgresql redis-server git iproute2; do
+for pkg in postgresql redis-server git iproute2 chromium; do
   have_pkg "$pkg" || need+=("$pkg")
 done
 if [ ${#need[@]} -eq 0 ]; then

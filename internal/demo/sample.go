@@ -205,6 +205,15 @@ func (o *Options) printInstructions(f *localfleet.System) {
 		kubectl = "kubectl"
 	}
 	o.printf("%s State, kubeconfigs and logs are in %s.\n\n", readyMarker, o.Dir)
+	if f.HubArgoCD != nil {
+		o.printf("The hub's Argo CD web UI: %s (user admin, password %s)\n", f.HubArgoCD.URL, f.HubArgoCD.AdminPassword)
+		argocd, err := testenv.Binary("argocd")
+		if err != nil {
+			argocd = "argocd"
+		}
+		o.printf("  %s login %s --username admin --password %s --plaintext\n\n",
+			argocd, strings.TrimPrefix(f.HubArgoCD.URL, "http://"), f.HubArgoCD.AdminPassword)
+	}
 	o.printf("Look at it from the hub:\n")
 	o.printf("  %s --kubeconfig %s get applications -A\n", kubectl, f.Env.Hub.Kubeconfig)
 	o.printf("  %s status --kubeconfig %s\n", self, f.Env.Hub.Kubeconfig)

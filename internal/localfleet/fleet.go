@@ -36,7 +36,8 @@ type Options struct {
 	Transport string
 	// Binary is the argocd-pull binary the fleet runs.
 	Binary string
-	// ArgoCD starts a real Argo CD on each managed cluster and the ApplicationSet controller on the hub.
+	// ArgoCD starts a real Argo CD on each managed cluster, and on the hub the Argo CD console (argocd-server
+	// with its web UI, a repo server, redis) and the ApplicationSet controller.
 	ArgoCD bool
 	// Simulated leaves the managed clusters to a simulator (argocd-pull sim): no managed apiservers, agents or
 	// Argo CD are started; the clusters are registered on the hub and, in the Maestro mode, on the server.
@@ -61,6 +62,8 @@ type System struct {
 	AdminToken string
 	// ControllerMetrics is the hub controller's metrics address.
 	ControllerMetrics string
+	// HubArgoCD is the hub's Argo CD console (with Options.ArgoCD): its URL and admin password.
+	HubArgoCD *testenv.HubArgoCD
 
 	ca         *testenv.CA
 	server     *testenv.Process
@@ -312,12 +315,19 @@ func (f *System) startController(ctx context.Context) error {
 	return waitHTTP(ctx, p, http.DefaultClient, "http://"+addr(ports[1])+"/readyz")
 }
 
-// startArgoCD starts Argo CD on every managed cluster, in parallel, and the ApplicationSet controller on the hub.
+// startArgoCD starts Argo CD on every managed cluster and the hub's Argo CD console, in parallel, then the
+// ApplicationSet controller on the hub with the hub's repo server.
 func (f *System) startArgoCD(ctx context.Context) error {
-	f.progress("starting Argo CD (redis, repo server, application controller) on %s and the ApplicationSet controller on the hub",
-		strings.Join(f.Clusters, ", "))
+	f.progress("starting Argo CD (redis, repo server, application controller) on %s, and on the hub argocd-server "+
+		"with its web UI, a repo server and the ApplicationSet controller", strings.Join(f.Clusters, ", "))
 	argos := make([]*testenv.ArgoCD, len(f.Clusters))
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		var err error
+		f.HubArgoCD, err = testenv.StartHubArgoCD(gctx, f.Env.Hub, testenv.HubArgoCDOptions{
+			Dir: filepath.Join(f.Dir, "argocd-hub"), Namespace: ArgoCDNamespace})
+		return err
+	})
 	for i, c := range f.Clusters {
 		g.Go(func() error {
 			a, err := testenv.StartArgoCD(gctx, f.Env.Cluster(c), testenv.ArgoCDOptions{
@@ -337,7 +347,8 @@ func (f *System) startArgoCD(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.appset, err = testenv.StartApplicationSetController(ctx, f.Env.Hub, ArgoCDNamespace, filepath.Join(f.Dir, "applicationset-controller"))
+	f.appset, err = testenv.StartApplicationSetController(ctx, f.Env.Hub, ArgoCDNamespace,
+		filepath.Join(f.Dir, "applicationset-controller"), f.HubArgoCD.RepoServer)
 	return err
 }
 
@@ -356,6 +367,9 @@ func (f *System) Stop() {
 	}
 	for _, a := range f.argocd {
 		a.Stop()
+	}
+	if f.HubArgoCD != nil {
+		f.HubArgoCD.Stop()
 	}
 	if f.Git != nil {
 		f.Git.Stop()

@@ -239,8 +239,9 @@ func namespacedKubeconfig(c *Cluster, namespace, path string) (string, error) {
 }
 
 // StartApplicationSetController runs Argo CD's ApplicationSet controller on the hub for one namespace, with
-// every port on loopback.
-func StartApplicationSetController(ctx context.Context, hub *Cluster, namespace, dir string) (*Process, error) {
+// every port on loopback. repoServer is the address of the hub's repo server (HubArgoCD.RepoServer), which
+// the Git generators ask for a repository's files and directories.
+func StartApplicationSetController(ctx context.Context, hub *Cluster, namespace, dir, repoServer string) (*Process, error) {
 	bin, err := Binary("argocd-applicationset-controller")
 	if err != nil {
 		return nil, err
@@ -259,7 +260,7 @@ func StartApplicationSetController(ctx context.Context, hub *Cluster, namespace,
 		Path: bin,
 		Args: []string{"--kubeconfig", kubeconfig, "--namespace", namespace,
 			"--metrics-addr", addr(0), "--probe-addr", addr(1), "--webhook-addr", addr(2),
-			"--argocd-repo-server", "127.0.0.1:1", "--policy", "sync"},
+			"--argocd-repo-server", repoServer, "--policy", "sync"},
 		Env:     []string{"KUBECONFIG=" + kubeconfig},
 		Dir:     dir,
 		LogPath: filepath.Join(dir, "logs", "argocd-applicationset-controller.log"),
