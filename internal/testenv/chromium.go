@@ -28,7 +28,7 @@ func NewBrowser(dir string) (*Browser, error) {
 	return &Browser{Path: path, Dir: dir}, nil
 }
 
-// Screenshot loads url, lets its scripts run for budget (virtual time: the page's timers run at once), and
+// Screenshot loads url, lets its scripts run for budget (wall-clock time), and
 // writes a PNG of width×height pixels to png.
 func (b *Browser) Screenshot(ctx context.Context, url, png string, width, height int, budget time.Duration) error {
 	abs, err := filepath.Abs(png)
@@ -46,7 +46,8 @@ func (b *Browser) Screenshot(ctx context.Context, url, png string, width, height
 	return nil
 }
 
-// DOM loads url, lets its scripts run for budget and returns the resulting document's HTML.
+// DOM loads url, lets its scripts run for budget (wall-clock time) and returns the
+// resulting document's HTML.
 func (b *Browser) DOM(ctx context.Context, url string, budget time.Duration) (string, error) {
 	return b.run(ctx, budget, "--dump-dom", url)
 }
@@ -61,7 +62,10 @@ func (b *Browser) run(ctx context.Context, budget time.Duration, args ...string)
 	defer cancel()
 	flags := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-		"--user-data-dir=" + profile, "--virtual-time-budget=" + strconv.FormatInt(budget.Milliseconds(), 10)}
+		"--user-data-dir=" + profile,
+		// Wall-clock time: virtual time (--virtual-time-budget) stands still while a request is open, and Argo CD's
+		// pages keep an event stream open.
+		"--timeout=" + strconv.FormatInt(budget.Milliseconds(), 10)}
 	cmd := exec.CommandContext(ctx, b.Path, append(flags, args...)...) //nolint:gosec // chromium on our own loopback pages
 	cmd.Dir = profile
 	cmd.Env = append(os.Environ(), "HOME="+profile)

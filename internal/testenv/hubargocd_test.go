@@ -33,7 +33,13 @@ func TestHubArgoCD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer env.Stop()
+	defer func() {
+		if t.Failed() {
+			env.KeepDir()
+			t.Logf("logs kept in %s", env.Dir)
+		}
+		env.Stop()
+	}()
 	argo, err := StartHubArgoCD(ctx, env.Hub, HubArgoCDOptions{Dir: filepath.Join(env.Dir, "argocd-hub")})
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +91,7 @@ func TestHubArgoCD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	login, err := browser.DOM(ctx, argo.URL+"/login", 10*time.Second)
+	login, err := browser.DOM(ctx, argo.URL+"/login", 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +111,7 @@ func TestHubArgoCD(t *testing.T) {
 	}
 	session := httptest.NewServer(proxy)
 	defer session.Close()
-	list, err := browser.DOM(ctx, session.URL+"/applications", 15*time.Second)
+	list, err := browser.DOM(ctx, session.URL+"/applications", 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +122,7 @@ func TestHubArgoCD(t *testing.T) {
 	if path := os.Getenv(screenshotEnv); path != "" {
 		png = path
 	}
-	if err := browser.Screenshot(ctx, session.URL+"/applications", png, 1440, 900, 15*time.Second); err != nil {
+	if err := browser.Screenshot(ctx, session.URL+"/applications", png, 1440, 900, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot of the applications page: %s", png)
