@@ -37,7 +37,8 @@ type Options struct {
 	// Binary is the argocd-pull binary the fleet runs.
 	Binary string
 	// ArgoCD starts a real Argo CD on each managed cluster, and on the hub the Argo CD console (argocd-server
-	// with its web UI, a repo server, redis) and the ApplicationSet controller.
+	// with its web UI, a repo server, redis) and the ApplicationSet controller. The managed clusters then also
+	// run Deployments: controllers, a scheduler and a KWOK node (testenv.Options.Workloads).
 	ArgoCD bool
 	// Simulated leaves the managed clusters to a simulator (argocd-pull sim): no managed apiservers, agents or
 	// Argo CD are started; the clusters are registered on the hub and, in the Maestro mode, on the server.
@@ -106,7 +107,8 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		managed = nil
 	}
 	f.Env, err = testenv.Start(ctx, testenv.Options{Dir: o.Dir, ManagedClusters: managed, GarbageCollector: true,
-		Postgres: o.Transport == workclient.TransportGRPC, HubAPIServerArgs: o.HubAPIServerArgs})
+		Workloads: o.ArgoCD,
+		Postgres:  o.Transport == workclient.TransportGRPC, HubAPIServerArgs: o.HubAPIServerArgs})
 	if err != nil {
 		return nil, err
 	}

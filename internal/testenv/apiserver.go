@@ -40,6 +40,7 @@ type Cluster struct {
 	tokens map[string]string // user name -> token
 	proc   *Process
 	kcm    *Process
+	extra  []*Process // kube-scheduler, KWOK
 }
 
 // Config returns a rest.Config for the cluster admin (group system:masters).
@@ -79,6 +80,9 @@ func (c *Cluster) WriteKubeconfig(user string) (string, error) {
 
 // Stop stops the cluster's processes.
 func (c *Cluster) Stop() {
+	for _, p := range c.extra {
+		p.Stop(10 * time.Second)
+	}
 	if c.kcm != nil {
 		c.kcm.Stop(10 * time.Second)
 	}
@@ -184,6 +188,11 @@ func startAPIServer(ctx context.Context, spec apiserverSpec) (*Cluster, error) {
 // startGarbageCollector runs kube-controller-manager with only the garbage collector and namespace
 // controllers, so that owner references and namespace deletion behave as on a real cluster.
 func (c *Cluster) startGarbageCollector(ctx context.Context) error {
+	return c.startControllerManager(ctx, "garbagecollector,namespace")
+}
+
+// startControllerManager runs kube-controller-manager with the given controllers only.
+func (c *Cluster) startControllerManager(ctx context.Context, controllers string) error {
 	bin, err := Binary("kube-controller-manager")
 	if err != nil {
 		return err
@@ -193,7 +202,7 @@ func (c *Cluster) startGarbageCollector(ctx context.Context) error {
 		Path: bin,
 		Args: []string{
 			"--kubeconfig=" + c.Kubeconfig,
-			"--controllers=garbagecollector,namespace",
+			"--controllers=" + controllers,
 			"--leader-elect=false",
 			"--bind-address=127.0.0.1",
 			"--secure-port=0",

@@ -22,6 +22,10 @@ type Options struct {
 	// GarbageCollector starts kube-controller-manager's garbage collector and namespace controllers on
 	// every cluster, so owner references cascade as on a real cluster.
 	GarbageCollector bool
+	// Workloads gives every managed cluster the control loops of a real one: kube-controller-manager's
+	// deployment and replicaset controllers (and the garbage collector), kube-scheduler, and KWOK with one
+	// simulated node that runs Pods (Running, Ready, with logs at its kubelet endpoint) without containers.
+	Workloads bool
 	// Postgres starts a private PostgreSQL server.
 	Postgres bool
 	// Users are extra token identities on every cluster.
@@ -40,18 +44,22 @@ type Env struct {
 	Postgres *Postgres
 
 	etcd    *Etcd
+	ca      *CA
 	ownsDir bool
 }
 
 // HubName is the name of the hub cluster.
 const HubName = "hub"
 
-// hubArgs are the extra apiserver flags of the named cluster.
-func hubArgs(name string, opts Options) []string {
-	if name != HubName {
-		return nil
+// apiserverArgs are the extra apiserver flags of the named cluster.
+func apiserverArgs(name string, opts Options, ca *CA) []string {
+	if name == HubName {
+		return opts.HubAPIServerArgs
 	}
-	return opts.HubAPIServerArgs
+	if opts.Workloads {
+		return kubeletArgs(ca)
+	}
+	return nil
 }
 
 // Start starts an environment. On error everything started so far is stopped.
@@ -80,6 +88,11 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if env.etcd, err = startEtcd(ctx, env.Dir); err != nil {
 		return nil, err
 	}
+	if opts.Workloads {
+		if env.ca, err = NewCA(filepath.Join(env.Dir, "ca")); err != nil {
+			return nil, err
+		}
+	}
 	saKey := filepath.Join(env.Dir, "sa.key")
 	if err := writeServiceAccountKey(saKey); err != nil {
 		return nil, err
@@ -96,7 +109,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 				etcdURL: env.etcd.URL,
 				users:   opts.Users,
 				saKey:   saKey,
-				args:    hubArgs(name, opts),
+				args:    apiserverArgs(name, opts, env.ca),
 			})
 			if err != nil {
 				return fmt.Errorf("start cluster %s: %w", name, err)
@@ -117,7 +130,10 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 			if err := InstallCRDs(gctx, c.Config(), files); err != nil {
 				return fmt.Errorf("install crds on %s: %w", name, err)
 			}
-			if opts.GarbageCollector {
+			switch {
+			case opts.Workloads && name != HubName:
+				return c.startWorkloads(gctx, env.ca)
+			case opts.GarbageCollector || opts.Workloads:
 				return c.startGarbageCollector(gctx)
 			}
 			return nil
