@@ -87,14 +87,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("application").
 		For(&argocd.Application{}, builder.WithPredicates(r.applicationChanged())).
-		WatchesRawSource(&source.Informer{
+		WatchesRawSource(&worksSource{Informer: source.Informer{
 			Informer: r.Works.Informer(),
 			Handler:  handler.EnqueueRequestsFromMapFunc(workToApplication),
-		}).
+		}}).
 		Watches(&clusterv1beta1.PlacementDecision{}, r.placementDecisionHandler()).
 		Watches(argocd.NewAppProject(), handler.EnqueueRequestsFromMapFunc(r.projectToApplications)).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToApplications), builder.WithPredicates(localClusterLabelChanged())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1)}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1), CacheSyncTimeout: syncTimeout}).
 		Complete(r)
 }
 

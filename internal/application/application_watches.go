@@ -3,9 +3,12 @@ package application
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"reflect"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -15,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
@@ -75,6 +79,27 @@ func specChanged(o, n *argocd.Application) bool {
 		o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
 		!bytes.Equal(o.Spec, n.Spec) ||
 		!bytes.Equal(o.Operation, n.Operation)
+}
+
+// syncTimeout is how long the controller waits for its sources before it gives up, that is, for ever: the grpc
+// transport has its works when the server answers, whenever that is, and the process waits for it, not ready,
+// rather than exiting.
+const syncTimeout = 100 * 365 * 24 * time.Hour
+
+// worksSource delivers the works' events and, unlike source.Informer, holds the controller's workers until the
+// transport has all the works: a reconcile that ran before would take existing works for missing ones.
+type worksSource struct {
+	source.Informer
+}
+
+var _ source.SyncingSource = (*worksSource)(nil)
+
+// WaitForSync waits until the transport has its works.
+func (s *worksSource) WaitForSync(ctx context.Context) error {
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.Informer.Informer.HasSynced) {
+		return fmt.Errorf("wait for the works: %w", context.Cause(ctx))
+	}
+	return nil
 }
 
 // workToApplication maps a work to its hub Application.

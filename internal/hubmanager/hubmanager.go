@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -237,6 +238,9 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controllers, error
 	}
 	if err != nil {
 		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("works", func(r *http.Request) error { return works.Ready(r.Context()) }); err != nil {
+		return nil, fmt.Errorf("add ready check: %w", err)
 	}
 
 	app := &application.Reconciler{

@@ -72,9 +72,12 @@ type System struct {
 	agents     map[string]*testenv.Process
 	argocd     map[string]*testenv.ArgoCD
 	appset     *testenv.Process
-	tokens     map[string]string
-	restOnce   sync.Once
-	rest       *http.Client
+	serverArgs []string
+	// controllerHealth is the hub controller's /healthz and /readyz address.
+	controllerHealth string
+	tokens           map[string]string
+	restOnce         sync.Once
+	rest             *http.Client
 }
 
 // Endpoints are the listeners of argocd-pull server.
@@ -187,14 +190,13 @@ func (f *System) startServer(ctx context.Context) error {
 		return err
 	}
 	f.Server = Endpoints{Source: addr(ports[0]), Agent: addr(ports[1]), HTTP: addr(ports[2])}
-	f.server, err = f.run("argocd-pull-server", "server",
-		"--database-url", db,
+	f.serverArgs = []string{"server", "--database-url", db,
 		"--source-grpc-bind-address", f.Server.Source, "--agent-grpc-bind-address", f.Server.Agent, "--http-bind-address", f.Server.HTTP,
-		"--tls-cert-file", cert, "--tls-key-file", key, "--token-file", tokenFile)
-	if err != nil {
+		"--tls-cert-file", cert, "--tls-key-file", key, "--token-file", tokenFile}
+	if err := f.runServer(); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, f.server, f.RESTClient(), "https://"+f.Server.HTTP+"/readyz"); err != nil {
+	if err := f.waitServer(ctx); err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -291,10 +293,18 @@ func (f *System) StartAgent(ctx context.Context, cluster string) error {
 func (f *System) StartController(ctx context.Context) error { return f.startController(ctx) }
 
 func (f *System) startController(ctx context.Context) error {
+	f.progress("starting the hub controller (transport %s)", f.Transport)
+	if err := f.startControllerProcess(); err != nil {
+		return err
+	}
+	return f.waitController(ctx)
+}
+
+// startControllerProcess starts (or restarts) the hub controller's process.
+func (f *System) startControllerProcess() error {
 	if f.controller != nil {
 		f.controller.Stop(10 * time.Second)
 	}
-	f.progress("starting the hub controller (transport %s)", f.Transport)
 	ports, err := testenv.FreePorts(2)
 	if err != nil {
 		return err
@@ -313,8 +323,8 @@ func (f *System) startController(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.controller = p
-	return waitHTTP(ctx, p, http.DefaultClient, "http://"+addr(ports[1])+"/readyz")
+	f.controller, f.controllerHealth = p, addr(ports[1])
+	return nil
 }
 
 // startArgoCD starts Argo CD on every managed cluster and the hub's Argo CD console, in parallel, then the

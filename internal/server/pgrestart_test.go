@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/server/internal/testclients"
 	"github.com/argocd-pull/argocd-pull/internal/server/store"
+	"github.com/argocd-pull/argocd-pull/internal/testenv"
 )
 
 // updateRounds is how many times TestPostgresRestart updates every work after creating it.
@@ -148,4 +151,91 @@ func TestPostgresRestart(t *testing.T) {
 	if s := scrape(t, a, "argocd_pull_server_stream_resets_total"); s == "argocd_pull_server_stream_resets_total 0" || s == "" {
 		t.Errorf("instance a did not reset its subscriptions after the outage: %q", s)
 	}
+}
+
+// TestStartBeforeDatabase: a server started while PostgreSQL is down waits for it instead of exiting. Meanwhile
+// it answers /healthz, says on /readyz what it waits for and refuses the REST API; it serves once PostgreSQL
+// is up. When PostgreSQL goes away again, /readyz is false until it is back.
+func TestStartBeforeDatabase(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions(testDB(t), "a")
+	ports, err := testenv.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.SourceAddress, o.AgentAddress, o.HTTPAddress = fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		fmt.Sprintf("127.0.0.1:%d", ports[1]), fmt.Sprintf("127.0.0.1:%d", ports[2])
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + o.HTTPAddress + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+
+	pg.Kill()
+	pgDown := true
+	t.Cleanup(func() {
+		if pgDown {
+			if err := pg.Start(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	s := New(o)
+	started := make(chan error, 1)
+	go func() { started <- s.Start(ctx) }()
+	t.Cleanup(s.Stop)
+	eventually(t, waitTimeout, "health while waiting for the database", func() bool {
+		code, _ := get("/healthz")
+		return code == http.StatusOK
+	})
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for the database") {
+		t.Fatalf("/readyz while the database is down: %d %q", code, body)
+	}
+	if code, body := get(BasePath + "/consumers"); code != http.StatusServiceUnavailable {
+		t.Fatalf("REST API while the database is down: %d %q", code, body)
+	}
+	time.Sleep(time.Second)
+	select {
+	case err := <-started:
+		t.Fatalf("Start returned while the database was down: %v", err)
+	default:
+	}
+
+	if err := pg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pgDown = false
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the server did not start once the database was up")
+	}
+	if code, body := get("/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz once started: %d %q", code, body)
+	}
+
+	pg.Kill()
+	pgDown = true
+	eventually(t, waitTimeout, "not ready while the database is down", func() bool {
+		code, _ := get("/readyz")
+		return code == http.StatusServiceUnavailable
+	})
+	if err := pg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pgDown = false
+	eventually(t, waitTimeout, "ready once the database is back", func() bool {
+		code, _ := get("/readyz")
+		return code == http.StatusOK
+	})
 }

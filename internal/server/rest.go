@@ -100,7 +100,11 @@ func (s *Server) routes() http.Handler {
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if !s.ready.Load() {
-		http.Error(w, "not ready: starting or shutting down", http.StatusServiceUnavailable)
+		msg := "not ready: starting or shutting down"
+		if err := s.waiting.Load(); err != nil {
+			msg = "not ready: waiting for the database: " + (*err).Error()
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
 		return
 	}
 	if err := s.store.Ping(r.Context()); err != nil {
@@ -114,6 +118,10 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, id Identity)
 
 func (s *Server) authed(h authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.ready.Load() {
+			writeError(w, r, http.StatusServiceUnavailable, errCodeGeneral, "the server is starting or shutting down")
+			return
+		}
 		id, err := s.auth.httpIdentity(r)
 		if err != nil {
 			writeError(w, r, http.StatusUnauthorized, errCodeUnauthenticated, err.Error())

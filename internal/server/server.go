@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	pbv1 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc/protobuf/v1"
@@ -49,7 +51,9 @@ type Server struct {
 	// openStore opens the store; tests replace it to inject failures.
 	openStore func(ctx context.Context, cfg store.Config) (store.Store, error)
 
-	ready     atomic.Bool
+	ready atomic.Bool
+	// waiting is why a starting server is not ready yet: the database's last error.
+	waiting   atomic.Pointer[error]
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	stopOnce  sync.Once
@@ -68,7 +72,8 @@ func New(opts *Options) *Server {
 	}
 }
 
-// Start connects to the database, applies migrations, binds the three listeners and starts serving.
+// Start binds the three listeners, serves health on the HTTP one, waits for the database (as long as ctx
+// lasts: a server may start before its database), applies migrations and starts serving.
 func (s *Server) Start(ctx context.Context) error {
 	if err := s.start(ctx); err != nil {
 		s.Stop()
@@ -77,8 +82,9 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) start(ctx context.Context) error {
-	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+func (s *Server) start(startCtx context.Context) error {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(startCtx))
+	s.cancel = cancel
 	logger := klog.FromContext(ctx).WithValues("instance", s.opts.InstanceID)
 	ctx = klog.NewContext(ctx, logger)
 	st, err := s.openStore(ctx, store.Config{URL: s.opts.DatabaseURL, MaxConns: s.opts.DatabaseMaxConns,
@@ -87,12 +93,6 @@ func (s *Server) start(ctx context.Context) error {
 		return err
 	}
 	s.store = st
-	if err := st.Migrate(ctx); err != nil {
-		return err
-	}
-	if err := st.RegisterInstance(ctx); err != nil {
-		return err
-	}
 	if err := s.setUpAuth(); err != nil {
 		return err
 	}
@@ -103,7 +103,21 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.listen(); err != nil {
 		return err
 	}
-	if err := s.startServing(ctx, tlsConfig); err != nil {
+	s.serveHTTP(ctx, tlsConfig)
+	// Waiting stops with the caller's context too: a server told to stop while its database is away.
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	go func() {
+		select {
+		case <-startCtx.Done():
+			stopWaiting()
+		case <-waitCtx.Done():
+		}
+	}()
+	if err := s.prepareDatabase(klog.NewContext(waitCtx, logger)); err != nil {
+		return err
+	}
+	if err := s.startServing(ctx, waitCtx, tlsConfig); err != nil {
 		return err
 	}
 	s.ready.Store(true)
@@ -162,10 +176,58 @@ func (s *Server) listen() error {
 	return nil
 }
 
-// feedWait bounds how long Start waits for the notification feed's first connection.
-const feedWait = 30 * time.Second
+// databaseBackoff spaces the attempts to reach the database at a start.
+var databaseBackoff = wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 4 * time.Second}
 
-func (s *Server) startServing(ctx context.Context, tlsConfig *tls.Config) error {
+// prepareDatabase applies the migrations and registers the instance, again and again until the database
+// answers or ctx ends. It logs what it waits for when that changes, not at every attempt.
+func (s *Server) prepareDatabase(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	backoff := databaseBackoff
+	start := time.Now()
+	logged := ""
+	for {
+		err := s.store.Migrate(ctx)
+		if err == nil {
+			err = s.store.RegisterInstance(ctx)
+		}
+		if err == nil {
+			s.waiting.Store(nil)
+			if logged != "" {
+				logger.Info("The database is reachable", "after", time.Since(start).Round(time.Millisecond))
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("wait for the database: %w", err)
+		}
+		s.waiting.Store(&err)
+		if err.Error() != logged {
+			logged = err.Error()
+			logger.Info("Waiting for the database; retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the database: %w", err)
+		case <-time.After(backoff.Step()):
+		}
+	}
+}
+
+// serveHTTP serves the REST API, metrics and health. Until the server is ready, /readyz says what it waits
+// for and the REST API answers 503.
+func (s *Server) serveHTTP(ctx context.Context, tlsConfig *tls.Config) {
+	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	s.serve(func() error {
+		if tlsConfig != nil {
+			return s.http.ServeTLS(s.listeners[2], "", "")
+		}
+		return s.http.Serve(s.listeners[2])
+	})
+}
+
+func (s *Server) startServing(ctx, waitCtx context.Context, tlsConfig *tls.Config) error {
 	broker := grpcbroker.NewGRPCBroker(&grpcbroker.BrokerOptions{HeartbeatCheckInterval: s.opts.StreamHeartbeatInterval})
 	service := &agentService{s: s}
 	broker.RegisterService(ctx, dataType, service)
@@ -188,25 +250,17 @@ func (s *Server) startServing(ctx context.Context, tlsConfig *tls.Config) error 
 	})
 	select {
 	case <-listening:
-	case <-time.After(feedWait):
-		return fmt.Errorf("the database notification feed did not connect within %s", feedWait)
+	case <-waitCtx.Done():
+		return errors.New("stopped before the database notification feed connected")
 	}
 
 	s.sourceGRPC = s.grpcServer(ctx, tlsConfig)
 	pbv1.RegisterCloudEventServiceServer(s.sourceGRPC, &sourceEndpoint{s: s})
 	s.agentGRPC = s.grpcServer(ctx, tlsConfig)
 	pbv1.RegisterCloudEventServiceServer(s.agentGRPC, &agentEndpoint{s: s, broker: broker, service: service})
-	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
 
 	s.serve(func() error { return s.sourceGRPC.Serve(s.listeners[0]) })
 	s.serve(func() error { return s.agentGRPC.Serve(s.listeners[1]) })
-	s.serve(func() error {
-		if tlsConfig != nil {
-			return s.http.ServeTLS(s.listeners[2], "", "")
-		}
-		return s.http.Serve(s.listeners[2])
-	})
 	s.background(ctx, s.maintain)
 	return nil
 }

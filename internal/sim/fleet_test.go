@@ -111,6 +111,9 @@ func startSource(t testing.TB, s *server.Server) *workclient.GRPC {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := g.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return g
 }
 

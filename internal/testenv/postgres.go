@@ -73,10 +73,12 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 	return p, nil
 }
 
-// Start starts the server (again, after Stop or Kill) on the same port when it has one.
+// Start starts the server (again, after Stop or Kill) on the same port when it has one. After a Kill, the
+// backends of the killed server may hold its shared memory for a moment: Start tries again until they are gone.
 func (p *Postgres) Start(ctx context.Context) error {
 	var lastErr error
-	for range 3 {
+	waited := 0
+	for attempt := 0; attempt < 3; {
 		if p.Port == 0 || lastErr != nil {
 			port, err := FreePort()
 			if err != nil {
@@ -116,9 +118,18 @@ func (p *Postgres) Start(ctx context.Context) error {
 			return nil
 		}
 		proc.Kill()
-		if !strings.Contains(tail(proc.LogPath, 10), "already in use") {
+		log := tail(proc.LogPath, 10)
+		if strings.Contains(log, "pre-existing shared memory block") && waited < 50 && ctx.Err() == nil {
+			// The killed server's backends have not exited yet; same port, a moment later.
+			waited++
+			lastErr = nil
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if !strings.Contains(log, "already in use") {
 			return lastErr
 		}
+		attempt++
 	}
 	return lastErr
 }

@@ -8,14 +8,18 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubetypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
@@ -56,8 +60,9 @@ type GRPCOptions struct {
 
 // GRPC is the Maestro-mode transport: works are CloudEvents published through the unmodified sdk-go source
 // client to a Maestro-compatible server, which keeps them in its database; nothing is written to the hub.
-// At a start the works are listed from the server's REST API, page by page; after every (re)connection the
-// client resyncs statuses by hash, cluster by cluster, so only what changed is sent again.
+// At a start the works are listed from the server's REST API, page by page, as soon as the server answers;
+// after every (re)connection the client resyncs statuses by hash, cluster by cluster, so only what changed is
+// sent again.
 type GRPC struct {
 	store *workStore
 	// events subscribes to the statuses and answers resyncs; publishers send the spec events, each work always
@@ -65,11 +70,22 @@ type GRPC struct {
 	events     generic.CloudEventsClient[*workv1.ManifestWork]
 	publishers []generic.CloudEventsClient[*workv1.ManifestWork]
 	sourceID   string
+	lister     *restLister
+
+	mu sync.Mutex
+	// notListed is why the works are not listed yet; nil once they are.
+	notListed error
 }
 
 var _ Client = (*GRPC)(nil)
 
-// NewGRPC connects to the server, lists the works and starts receiving status events.
+// listBackoff spaces the attempts to list the works while the server does not answer: soon after it is back,
+// without hammering it while it is away.
+var listBackoff = wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 4 * time.Second}
+
+// NewGRPC starts the transport. The server need not be up: the works are listed as soon as it answers, and
+// until then the transport's informer is not synced and Ready says what it waits for. Only a configuration
+// that cannot work is an error.
 func NewGRPC(ctx context.Context, o GRPCOptions) (*GRPC, error) {
 	cfg, err := grpcoptions.LoadConfig(o.ConfigFile)
 	if err != nil {
@@ -79,19 +95,12 @@ func NewGRPC(ctx context.Context, o GRPCOptions) (*GRPC, error) {
 	if err != nil {
 		return nil, err
 	}
-	works, err := lister.list(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list works of source %s: %w", o.SourceID, err)
-	}
-	s := newWorkStore()
-	s.replace(works)
-	klog.FromContext(ctx).Info("Listed works from the server", "works", len(works), "source", o.SourceID)
-
+	g := &GRPC{store: newWorkStore(), sourceID: o.SourceID, lister: lister, notListed: errors.New("listing")}
 	publishers := max(o.Publishers, 1)
 	limit := utils.EventRateLimit{QPS: o.PublishQPS / float32(publishers), Burst: max(o.PublishBurst/publishers, 1)}
-	g := &GRPC{store: s, sourceID: o.SourceID}
 	for i := 0; i <= publishers; i++ {
-		c, err := newSourceClient(ctx, o, s, limit)
+		// sdk-go connects lazily and reconnects by itself: a server that is down is not an error here.
+		c, err := newSourceClient(ctx, o, g.store, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -101,10 +110,75 @@ func NewGRPC(ctx context.Context, o GRPCOptions) (*GRPC, error) {
 			g.publishers = append(g.publishers, c)
 		}
 	}
-	g.events.Subscribe(ctx, s.HandleReceivedResource)
-	go g.resyncOnSubscribe(ctx, g.events)
+	go g.run(ctx)
 	go g.resyncStuckDeletions(ctx, time.Minute)
 	return g, nil
+}
+
+// run lists the works, then subscribes to their statuses and resyncs them after every (re)subscription.
+func (g *GRPC) run(ctx context.Context) {
+	works, err := g.listWorks(ctx)
+	if err != nil {
+		return
+	}
+	g.store.replace(works)
+	g.events.Subscribe(ctx, g.store.HandleReceivedResource)
+	g.resyncOnSubscribe(ctx, g.events)
+}
+
+// listWorks lists the works from the server, again and again until it answers or ctx ends. It logs what it
+// waits for when that changes, not at every attempt.
+func (g *GRPC) listWorks(ctx context.Context) ([]*workv1.ManifestWork, error) {
+	logger := klog.FromContext(ctx).WithValues("source", g.sourceID, "server", g.lister.baseURL)
+	backoff := listBackoff
+	start := time.Now()
+	logged := ""
+	for {
+		works, err := g.lister.list(ctx)
+		if err == nil {
+			g.setNotListed(nil)
+			logger.Info("Listed works from the server", "works", len(works), "after", time.Since(start).Round(time.Millisecond))
+			return works, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		g.setNotListed(err)
+		if err.Error() != logged {
+			logged = err.Error()
+			logger.Info("Waiting for the server to list the works; retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff.Step()):
+		}
+	}
+}
+
+func (g *GRPC) setNotListed(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.notListed = err
+}
+
+// Ready reports whether the transport can deliver: the works are listed and the server is ready.
+func (g *GRPC) Ready(ctx context.Context) error {
+	g.mu.Lock()
+	notListed := g.notListed
+	g.mu.Unlock()
+	if notListed != nil {
+		return fmt.Errorf("the works are not listed from the server yet: %w", notListed)
+	}
+	return g.lister.ready(ctx)
+}
+
+// WaitForSync waits until the works are listed, or ctx ends.
+func (g *GRPC) WaitForSync(ctx context.Context) error {
+	if !toolscache.WaitForCacheSync(ctx.Done(), g.store.HasSynced) {
+		return fmt.Errorf("wait for the works of source %s to be listed: %w", g.sourceID, context.Cause(ctx))
+	}
+	return nil
 }
 
 // newSourceClient connects an unmodified sdk-go CloudEvents source client over a connection of its own.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,13 +64,38 @@ func run(m *testing.M) int {
 // startServer runs argocd-pull server on its own database and registers the consumers.
 func startServer(t *testing.T, consumers ...string) *server.Server {
 	t.Helper()
+	return startServerAt(t, newDatabase(t), serverAddrs{"127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"}, consumers...)
+}
+
+func newDatabase(t *testing.T) string {
+	t.Helper()
 	db, err := pg.CreateDatabase(context.Background(), fmt.Sprintf("workclient_%d", time.Now().UnixNano()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return db
+}
+
+// serverAddrs are the server's source, agent and HTTP addresses.
+type serverAddrs struct{ source, agent, http string }
+
+// freeAddrs returns addresses for a server that starts later.
+func freeAddrs(t *testing.T) serverAddrs {
+	t.Helper()
+	ports, err := testenv.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
+	return serverAddrs{at(ports[0]), at(ports[1]), at(ports[2])}
+}
+
+// startServerAt runs argocd-pull server on a database and addresses, and registers the consumers.
+func startServerAt(t *testing.T, db string, addrs serverAddrs, consumers ...string) *server.Server {
+	t.Helper()
 	o := server.NewOptions()
 	o.DatabaseURL = db
-	o.SourceAddress, o.AgentAddress, o.HTTPAddress = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	o.SourceAddress, o.AgentAddress, o.HTTPAddress = addrs.source, addrs.agent, addrs.http
 	o.AllowAnonymous = true
 	o.ShutdownTimeout = 5 * time.Second
 	if err := o.Validate(); err != nil {
@@ -80,6 +106,12 @@ func startServer(t *testing.T, consumers ...string) *server.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
+	createConsumers(t, s, consumers...)
+	return s
+}
+
+func createConsumers(t *testing.T, s *server.Server, consumers ...string) {
+	t.Helper()
 	for _, c := range consumers {
 		body, _ := json.Marshal(map[string]string{"name": c})
 		resp, err := http.Post("http://"+s.HTTPAddr()+server.BasePath+"/consumers", "application/json", bytes.NewReader(body))
@@ -91,19 +123,32 @@ func startServer(t *testing.T, consumers ...string) *server.Server {
 			t.Fatalf("create consumer %s: %s", c, resp.Status)
 		}
 	}
-	return s
 }
 
-// startTransport starts the grpc transport against the server; it stops with the returned cancel.
+// startTransport starts the grpc transport against the server and waits until it has listed the works; it
+// stops with the returned cancel.
 func startTransport(t *testing.T, s *server.Server) (*workclient.GRPC, context.CancelFunc) {
 	t.Helper()
+	g, cancel := startTransportAt(t, s.SourceAddr(), s.HTTPAddr())
+	ctx, done := context.WithTimeout(context.Background(), 30*time.Second)
+	defer done()
+	if err := g.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return g, cancel
+}
+
+// startTransportAt starts the grpc transport against a server's source and HTTP addresses, whether a server
+// listens there or not.
+func startTransportAt(t *testing.T, sourceAddr, httpAddr string) (*workclient.GRPC, context.CancelFunc) {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "grpc.yaml")
-	if err := os.WriteFile(cfg, []byte("url: "+s.SourceAddr()+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("url: "+sourceAddr+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g, err := workclient.NewGRPC(ctx, workclient.GRPCOptions{
-		ConfigFile: cfg, RESTURL: "http://" + s.HTTPAddr(), SourceID: "argocd-pull",
+		ConfigFile: cfg, RESTURL: "http://" + httpAddr, SourceID: "argocd-pull",
 		PublishQPS: 1000, PublishBurst: 1000, PageSize: 2, Publishers: 3,
 	})
 	if err != nil {
@@ -292,4 +337,49 @@ func TestGRPCTransport(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestStartBeforeServer: the transport starts while no server listens (a controller that comes up first, or
+// again before the server). It is neither synced nor ready and says why; once the server is up it lists the
+// works, becomes ready and delivers. While the server is away again it is not ready, and it is ready and
+// delivers again once a server is back on the same database.
+func TestStartBeforeServer(t *testing.T) {
+	ctx := context.Background()
+	addrs := freeAddrs(t)
+	g, _ := startTransportAt(t, addrs.source, addrs.http)
+	time.Sleep(time.Second)
+	if g.Informer().HasSynced() {
+		t.Fatal("synced without a server")
+	}
+	if err := g.Ready(ctx); err == nil || !strings.Contains(err.Error(), "not listed") {
+		t.Fatalf("ready without a server: %v", err)
+	}
+
+	db := newDatabase(t)
+	s := startServerAt(t, db, addrs, "cluster1")
+	startAgent(t, s, "cluster1")
+	eventually(t, "the transport to list the works and be ready", func() error {
+		if !g.Informer().HasSynced() {
+			return errors.New("not synced")
+		}
+		return g.Ready(ctx)
+	})
+	if err := g.Apply(ctx, pullWork("cluster1", "w", "v1")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the work applied", func() error { return appliedAt(g, "cluster1", "w", 1) })
+
+	s.Stop()
+	eventually(t, "not ready while the server is away", func() error {
+		if g.Ready(ctx) == nil {
+			return errors.New("still ready")
+		}
+		return nil
+	})
+	s = startServerAt(t, db, addrs)
+	eventually(t, "ready again", func() error { return g.Ready(ctx) })
+	eventually(t, "an update published after the server's restart", func() error {
+		return g.Apply(ctx, pullWork("cluster1", "w", "v2"))
+	})
+	eventually(t, "the update applied", func() error { return appliedAt(g, "cluster1", "w", 2) })
 }

@@ -2,6 +2,7 @@ package workclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,3 +108,11 @@ func (k *Kube) ListForApplication(ctx context.Context, appNamespace, appName str
 
 // Informer returns the informer of the cached works.
 func (k *Kube) Informer() cache.Informer { return k.informer }
+
+// Ready reports whether the cache holds the works.
+func (k *Kube) Ready(context.Context) error {
+	if !k.informer.HasSynced() {
+		return errors.New("the manifestwork cache is not synced yet")
+	}
+	return nil
+}

@@ -106,6 +106,29 @@ func (l *restLister) page(ctx context.Context, page int) (*bundleList, error) {
 	return out, nil
 }
 
+// ready asks the server whether it is ready (its /readyz: serving, with its database reachable).
+func (l *restLister) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(l.baseURL, "/")+"/readyz", nil)
+	if err != nil {
+		return fmt.Errorf("ask the server whether it is ready: %w", err)
+	}
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask the server whether it is ready: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("the server is not ready: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// readyTimeout bounds a readiness question to the server.
+const readyTimeout = 3 * time.Second
+
 // work turns a resource bundle back into the ManifestWork the source published, with its latest status and
 // without its manifests.
 func (b *bundle) work() (*workv1.ManifestWork, error) {

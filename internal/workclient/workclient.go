@@ -37,8 +37,12 @@ type Client interface {
 	Get(ctx context.Context, namespace, name string) (*workv1.ManifestWork, error)
 	// ListForApplication returns the cached works of a hub Application, in every cluster.
 	ListForApplication(ctx context.Context, appNamespace, appName string) ([]*workv1.ManifestWork, error)
-	// Informer delivers the add, update and delete events of the works.
+	// Informer delivers the add, update and delete events of the works. It is synced once the transport has
+	// all the works.
 	Informer() cache.Informer
+	// Ready returns why the transport cannot deliver now, or nil: the works are not loaded yet, or the
+	// server behind the transport does not answer.
+	Ready(ctx context.Context) error
 }
 
 // ErrUnknownCluster is wrapped by the error of Apply when the cluster does not exist for the transport: no

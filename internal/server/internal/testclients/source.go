@@ -15,11 +15,14 @@ type Source struct {
 	transport *workclient.GRPC
 }
 
-// StartSource starts the transport; it stops when ctx ends.
+// StartSource starts the transport and waits until it has listed the works; it stops when ctx ends.
 func StartSource(ctx context.Context, o workclient.GRPCOptions) (*Source, error) {
 	g, err := workclient.NewGRPC(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("start the grpc transport of source %s: %w", o.SourceID, err)
+	}
+	if err := g.WaitForSync(ctx); err != nil {
+		return nil, err
 	}
 	return &Source{transport: g}, nil
 }
