@@ -25,9 +25,42 @@ import (
 // sampleAppSet is the ApplicationSet the demo runs; REPO_URL is replaced with the fleet's git repository.
 const sampleAppSet = "config/samples/guestbook-applicationset.yaml"
 
-// guestbook is the content of the sample git repository.
+// guestbook is the content of the sample git repository: Argo CD's familiar guestbook-ui Deployment and Service.
+// On the demo's managed clusters the Deployment gets a ReplicaSet and a Pod that KWOK runs (Running, Ready, with
+// a log), so Argo CD's health of the Deployment means what it means on a real cluster.
 var guestbook = map[string]string{
-	"guestbook/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: guestbook-ui\ndata:\n  color: blue\n  replicas: \"1\"\n",
+	"guestbook/guestbook-ui-deployment.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: guestbook-ui
+spec:
+  replicas: 1
+  revisionHistoryLimit: 3
+  selector:
+    matchLabels:
+      app: guestbook-ui
+  template:
+    metadata:
+      labels:
+        app: guestbook-ui
+    spec:
+      containers:
+      - image: gcr.io/heptio-images/ks-guestbook-demo:0.2
+        name: guestbook-ui
+        ports:
+        - containerPort: 80
+`,
+	"guestbook/guestbook-ui-svc.yaml": `apiVersion: v1
+kind: Service
+metadata:
+  name: guestbook-ui
+spec:
+  ports:
+  - port: 80
+    targetPort: 80
+  selector:
+    app: guestbook-ui
+`,
 }
 
 // runSample pushes the sample repository, applies the sample ApplicationSet on the hub and shows the
@@ -220,7 +253,8 @@ func (o *Options) printInstructions(f *localfleet.System) {
 	o.printf("  %s --kubeconfig %s get applicationsets,gitopsclusters,placementdecisions -n argocd\n", kubectl, f.Env.Hub.Kubeconfig)
 	o.printf("and on a managed cluster:\n")
 	o.printf("  %s --kubeconfig %s get applications -n argocd\n", kubectl, f.Env.Cluster(f.Clusters[0]).Kubeconfig)
-	o.printf("  %s --kubeconfig %s get configmaps -n guestbook\n", kubectl, f.Env.Cluster(f.Clusters[0]).Kubeconfig)
+	o.printf("  %s --kubeconfig %s get deployments,replicasets,pods,services -n guestbook\n", kubectl, f.Env.Cluster(f.Clusters[0]).Kubeconfig)
+	o.printf("  %s --kubeconfig %s logs -n guestbook deployment/guestbook-ui\n", kubectl, f.Env.Cluster(f.Clusters[0]).Kubeconfig)
 	if f.Transport == workclient.TransportGRPC {
 		o.printf("argocd-pull server (Maestro-compatible REST API and metrics, admin token in %s):\n", filepath.Join(o.Dir, "pki", "admin.token"))
 		o.printf("  curl -s --cacert %s https://%s/metrics | grep ^argocd_pull\n", filepath.Join(o.Dir, "pki", "ca.crt"), f.Server.HTTP)
