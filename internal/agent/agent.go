@@ -31,6 +31,7 @@ import (
 	"open-cluster-management.io/ocm/pkg/features"
 	"open-cluster-management.io/ocm/pkg/work/spoke"
 
+	"github.com/argocd-pull/argocd-pull/internal/reconnect"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -132,6 +133,7 @@ func (o *Options) Validate() error {
 
 // Run runs the work agent until the context ends.
 func (o *Options) Run(ctx context.Context) error {
+	reconnect.Install()
 	logger := klog.FromContext(ctx).WithValues("cluster", o.ClusterName, "driver", o.Driver)
 	ctx = klog.NewContext(ctx, logger)
 	spokeConfig, err := o.spokeConfig()

@@ -30,6 +30,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/gitopscluster"
 	"github.com/argocd-pull/argocd-pull/internal/pagedlist"
+	"github.com/argocd-pull/argocd-pull/internal/reconnect"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -149,6 +150,7 @@ func (o *Options) Validate() error {
 
 // Run runs the controllers until the context ends.
 func (o *Options) Run(ctx context.Context) error {
+	reconnect.Install()
 	cfg, err := ctrl.GetConfig()
 	if o.Kubeconfig != "" {
 		cfg, err = clientcmdConfig(o.Kubeconfig)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
 
+	"github.com/argocd-pull/argocd-pull/internal/reconnect"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -163,6 +164,7 @@ func (o *Options) Config() (Config, error) {
 
 // Run runs the simulated fleet until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
+	reconnect.Install()
 	logger := klog.FromContext(ctx).WithName("sim")
 	ctx = klog.NewContext(ctx, logger)
 	cfg, err := o.Config()

@@ -87,23 +87,32 @@ func (s *pgStore) notify(ctx context.Context, tx pgx.Tx, notes []Notification) e
 	return nil
 }
 
+// maxListenBackoff bounds the wait between two attempts to reconnect the notification feed, and so how long
+// after the database is back the feed may stay away.
+const maxListenBackoff = 2 * time.Second
+
 func (s *pgStore) Listen(ctx context.Context, onConnect func(ctx context.Context), onNotify func(ctx context.Context, n []Notification)) error {
 	logger := klog.FromContext(ctx)
 	backoff := 100 * time.Millisecond
+	logged := ""
 	for ctx.Err() == nil {
 		connected, err := s.listenOnce(ctx, onConnect, onNotify)
 		if ctx.Err() != nil {
 			break
 		}
 		if connected {
-			backoff = 100 * time.Millisecond
+			backoff, logged = 100*time.Millisecond, ""
 		}
-		logger.Error(err, "Lost the database notification feed; reconnecting", "backoff", backoff)
+		// Once per outage (and when the reason changes), not at every attempt.
+		if err.Error() != logged {
+			logged = err.Error()
+			logger.Error(err, "Lost the database notification feed; reconnecting")
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		backoff = min(2*backoff, maxListenBackoff)
 	}
 	return nil
 }
