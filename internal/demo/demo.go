@@ -39,7 +39,7 @@ type Options struct {
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{Dir: ".demo", Clusters: 3, Transport: workclient.TransportGRPC, Timeout: 10 * time.Minute, out: os.Stdout}
+	return &Options{Dir: ".demo", Clusters: 3, Transport: workclient.TransportGRPC, Timeout: 15 * time.Minute, out: os.Stdout}
 }
 
 // AddFlags registers the flags.
@@ -48,7 +48,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Clusters, "clusters", o.Clusters, "Number of managed clusters")
 	fs.StringVar(&o.Transport, "transport", o.Transport, "grpc (Maestro mode: PostgreSQL and argocd-pull server) or kube (ManifestWorks on the hub)")
 	fs.BoolVar(&o.Detach, "detach", o.Detach, "Leave the fleet running in the background once it is up (stop it with `argocd-pull demo down`)")
-	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait for every Application to be Synced and Healthy")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long the fleet may take to start and every Application to be Synced and Healthy")
 }
 
 // Validate checks the flags.
@@ -105,14 +105,15 @@ func (o *Options) foreground(ctx context.Context) error {
 	for i := 1; i <= o.Clusters; i++ {
 		clusters = append(clusters, "cluster"+strconv.Itoa(i))
 	}
-	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	f, err := localfleet.Start(startCtx, localfleet.Options{
+	// One deadline for the fleet's start and the sample's rollout: a loaded machine takes longer for either.
+	upCtx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	f, err := localfleet.Start(upCtx, localfleet.Options{
 		Dir: o.Dir, Clusters: clusters, Transport: o.Transport, Binary: self, ArgoCD: true,
 		Progress: func(s string) { o.printf("==> %s\n", s) },
 	})
-	cancel()
 	if err != nil {
-		return err
+		return fmt.Errorf("start the fleet (--timeout %s): %w", o.Timeout, err)
 	}
 	f.KeepDir()
 	defer func() {
@@ -121,9 +122,10 @@ func (o *Options) foreground(ctx context.Context) error {
 	}()
 	o.printf("==> fleet up in %s\n", time.Since(start).Round(time.Second))
 
-	if err := o.runSample(ctx, f); err != nil {
+	if err := o.runSample(upCtx, f); err != nil {
 		return err
 	}
+	cancel()
 	o.printf("==> every Application Synced and Healthy %s after start\n\n", time.Since(start).Round(time.Second))
 	o.printInstructions(f)
 	<-ctx.Done()

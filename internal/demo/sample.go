@@ -83,8 +83,6 @@ func (o *Options) runSample(ctx context.Context, f *localfleet.System) error {
 		return fmt.Errorf("create applicationset: %w", err)
 	}
 	o.printf("==> Applications on the hub, as the managed clusters report them:\n")
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
 	return o.watchUntilHealthy(ctx, hub, len(f.Clusters))
 }
 

@@ -88,12 +88,14 @@ type Endpoints struct {
 // ArgoCDNamespace is where Argo CD runs on every cluster, and where the hub's Applications live.
 const ArgoCDNamespace = "argocd"
 
-// Start brings the fleet up. On error everything started is stopped.
+// Start brings the fleet up. On error everything started is stopped. Its steps have no time limits of their
+// own: ctx's deadline bounds the whole start, and a step that takes a while says what it waits for.
 func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if o.Transport == "" {
 		o.Transport = workclient.TransportGRPC
 	}
 	f := &System{Options: o, agents: map[string]*testenv.Process{}, argocd: map[string]*testenv.ArgoCD{}, tokens: map[string]string{}}
+	ctx = testenv.WithProgress(ctx, func(s string) { f.progress("%s", s) })
 	defer func() {
 		if err != nil {
 			f.Stop()
@@ -414,7 +416,7 @@ func pid(p *testenv.Process) int {
 func (f *System) KeepDir() { f.Env.KeepDir() }
 
 func waitHTTP(ctx context.Context, p *testenv.Process, client *http.Client, url string) error {
-	return p.WaitReady(ctx, 2*time.Minute, func(ctx context.Context) error {
+	return p.WaitReady(ctx, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err

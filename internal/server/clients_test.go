@@ -85,7 +85,9 @@ func startRemote(t *testing.T, name, addr string, args ...string) *remoteClient 
 		}
 	})
 	var remote *testclients.Remote
-	err = proc.WaitReady(context.Background(), waitTimeout, func(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	err = proc.WaitReady(ctx, func(ctx context.Context) error {
 		b, err := os.ReadFile(addrFile) //nolint:gosec // the test's own file
 		if err != nil {
 			return err

@@ -162,7 +162,7 @@ func startAPIServer(ctx context.Context, spec apiserverSpec) (*Cluster, error) {
 			proc:   proc,
 		}
 		insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // readiness probe of our own loopback apiserver before its CA is read
-		lastErr = proc.WaitReady(ctx, 90*time.Second, func(ctx context.Context) error {
+		lastErr = proc.WaitReady(ctx, func(ctx context.Context) error {
 			return httpOK(ctx, insecure, c.URL+"/readyz", tokens["admin"])
 		})
 		if lastErr == nil {

@@ -140,7 +140,7 @@ func StartArgoCD(ctx context.Context, c *Cluster, o ArgoCDOptions) (_ *ArgoCD, e
 
 // waitTCP waits until addr accepts connections (inside the namespace when there is one).
 func waitTCP(ctx context.Context, p *Process, n *NetNS, addr string) error {
-	return p.WaitReady(ctx, 30*time.Second, func(ctx context.Context) error {
+	return p.WaitReady(ctx, func(ctx context.Context) error {
 		if n != nil {
 			return n.run(ctx, "bash", "-c", "exec 3<>/dev/tcp/"+hostOnly(addr)+"/"+portOnly(addr))
 		}
@@ -269,7 +269,7 @@ func StartApplicationSetController(ctx context.Context, hub *Cluster, namespace,
 		return nil, err
 	}
 	// The controller registers no health checks; its probe server answering (404) means its manager runs.
-	err = p.WaitReady(ctx, time.Minute, func(ctx context.Context) error {
+	err = p.WaitReady(ctx, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr(1)+"/healthz", nil)
 		if err != nil {
 			return err

@@ -17,7 +17,6 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 )
@@ -159,20 +158,20 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, files []string) error {
 		}
 	}
 	for _, name := range names {
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := waitFor(ctx, "crd "+name+" to be established", 50*time.Millisecond, nil, func(ctx context.Context) error {
 			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				return false, nil //nolint:nilerr // keep polling until established
+				return err
 			}
 			for _, c := range crd.Status.Conditions {
 				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
+					return nil
 				}
 			}
-			return false, nil
+			return errors.New("not established yet")
 		})
 		if err != nil {
-			return fmt.Errorf("wait for crd %s: %w", name, err)
+			return err
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -200,10 +201,16 @@ func (e *Env) stopProcesses() {
 	}
 }
 
+// mainStartTimeout bounds the start of a test package's environment: generous, since a loaded machine starts
+// apiservers slowly, and still an error rather than a hang when one never comes up.
+const mainStartTimeout = 10 * time.Minute
+
 // Main starts an environment for a test package, runs its tests and stops it; use it from TestMain.
 // When a test fails the directory with every process's log is kept and its path printed.
 func Main(m *testing.M, opts Options, env **Env) int {
-	started, err := Start(context.Background(), opts)
+	ctx, cancel := context.WithTimeout(context.Background(), mainStartTimeout)
+	started, err := Start(WithProgress(ctx, func(s string) { fmt.Fprintln(os.Stderr, "testenv:", s) }), opts)
+	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
 		return 1

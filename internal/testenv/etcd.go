@@ -50,7 +50,7 @@ func startEtcd(ctx context.Context, dir string) (*Etcd, error) {
 			return nil, err
 		}
 		e := &Etcd{URL: client, proc: proc}
-		lastErr = proc.WaitReady(ctx, 30*time.Second, func(ctx context.Context) error {
+		lastErr = proc.WaitReady(ctx, func(ctx context.Context) error {
 			return httpOK(ctx, http.DefaultClient, client+"/health", "")
 		})
 		if lastErr == nil {

@@ -130,7 +130,7 @@ func StartHubArgoCD(ctx context.Context, hub *Cluster, o HubArgoCDOptions) (_ *H
 		}
 	}
 	srv := a.procs[len(a.procs)-1]
-	err = srv.WaitReady(ctx, 2*time.Minute, func(ctx context.Context) error {
+	err = srv.WaitReady(ctx, func(ctx context.Context) error {
 		return httpOK(ctx, http.DefaultClient, a.URL+"/healthz?full=true", "")
 	})
 	if err != nil {

@@ -58,7 +58,7 @@ func NewNetNS(ctx context.Context, dir, name string) (*NetNS, error) {
 	}
 	n := &NetNS{path: "/proc/" + strconv.Itoa(holder.Pid()) + "/ns/net", holder: holder}
 	// unshare has exec'd sleep once the namespace differs from ours.
-	err = holder.WaitReady(ctx, 10*time.Second, func(context.Context) error {
+	err = holder.WaitReady(ctx, func(context.Context) error {
 		self, err := os.Readlink("/proc/self/ns/net")
 		if err != nil {
 			return err

@@ -107,7 +107,7 @@ func (p *Postgres) Start(ctx context.Context) error {
 			return err
 		}
 		p.proc = proc
-		lastErr = proc.WaitReady(ctx, 30*time.Second, func(ctx context.Context) error {
+		lastErr = proc.WaitReady(ctx, func(ctx context.Context) error {
 			conn, err := pgx.Connect(ctx, p.URL("postgres"))
 			if err != nil {
 				return err

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -112,23 +111,17 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
-// WaitReady polls check until it succeeds, the process exits or the context ends.
-func (p *Process) WaitReady(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		if last = check(ctx); last == nil {
-			return nil
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited before it was ready (%v); log: %s\n%s", p.Name, p.err, p.LogPath, tail(p.LogPath, 20))
-		case <-ctx.Done():
-			return errors.Join(fmt.Errorf("%s not ready after %s; log: %s", p.Name, timeout, p.LogPath), last)
-		case <-time.After(50 * time.Millisecond):
-		}
+// WaitReady polls check until it succeeds, the process exits or the context ends; the context's deadline is
+// the only limit (see WithProgress).
+func (p *Process) WaitReady(ctx context.Context, check func(context.Context) error) error {
+	err := waitFor(ctx, p.Name+" to be ready", 50*time.Millisecond, p.done, check)
+	if err == nil {
+		return nil
 	}
+	if !p.Running() {
+		return fmt.Errorf("%s exited before it was ready (%v); log: %s\n%s", p.Name, p.err, p.LogPath, tail(p.LogPath, 20))
+	}
+	return fmt.Errorf("%w; log: %s", err, p.LogPath)
 }
 
 // tail returns the last n lines of a file, for error messages.

@@ -101,7 +101,7 @@ func (c *Cluster) startWorkloads(ctx context.Context, ca *CA) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	return kw.WaitReady(ctx, time.Minute, func(ctx context.Context) error {
+	return kw.WaitReady(ctx, func(ctx context.Context) error {
 		node, err := kube.CoreV1().Nodes().Get(ctx, KWOKNodeName, metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -43,7 +43,7 @@ func startFleet(t *testing.T, o localfleet.Options) *localfleet.System {
 	t.Helper()
 	o.Binary = binary
 	o.Progress = func(s string) { t.Log(s) }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	f, err := localfleet.Start(ctx, o)
 	if err != nil {
