@@ -217,6 +217,10 @@ func (s *Server) prepareDatabase(ctx context.Context) error {
 // serveHTTP serves the REST API, metrics and health. Until the server is ready, /readyz says what it waits
 // for and the REST API answers 503.
 func (s *Server) serveHTTP(ctx context.Context, tlsConfig *tls.Config) {
+	if tlsConfig != nil {
+		// net/http writes its protocols into the config it serves while the gRPC servers clone theirs from it.
+		tlsConfig = tlsConfig.Clone()
+	}
 	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	s.serve(func() error {
