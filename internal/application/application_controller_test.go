@@ -23,6 +23,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/appstatus"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 // TestCreateUpdateNoOp: an Application becomes a work in its cluster's namespace; a spec change updates it; a
@@ -34,14 +35,14 @@ func TestCreateUpdateNoOp(t *testing.T) {
 
 	createApp(t, c, newApp(ns, "guestbook", cluster))
 	var w *workv1.ManifestWork
-	eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "guestbook"); return err })
+	testutil.Eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "guestbook"); return err })
 	if w.Annotations[argocd.AnnotationHubAppNamespace] != ns || w.Annotations[argocd.AnnotationHubAppName] != "guestbook" {
 		t.Errorf("work annotations = %v", w.Annotations)
 	}
 	if got := payloadApp(t, w); got.GetNamespace() != ns {
 		t.Errorf("payload namespace = %s", got.GetNamespace())
 	}
-	eventually(t, "finalizer added", func() error {
+	testutil.Eventually(t, "finalizer added", func() error {
 		if !controllerutil.ContainsFinalizer(getApp(t, c, ns, "guestbook"), application.Finalizer) {
 			return errors.New("no finalizer")
 		}
@@ -51,7 +52,7 @@ func TestCreateUpdateNoOp(t *testing.T) {
 	updateApp(t, c, ns, "guestbook", func(app *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(app.Object, "v2", "spec", "source", "targetRevision")
 	})
-	eventually(t, "work updated", func() error {
+	testutil.Eventually(t, "work updated", func() error {
 		w, err := getWork(c, cluster, ns, "guestbook")
 		if err != nil {
 			return err
@@ -70,7 +71,7 @@ func TestCreateUpdateNoOp(t *testing.T) {
 		a["unrelated"] = "x"
 		app.SetAnnotations(a)
 	})
-	eventually(t, "annotation delivered", func() error {
+	testutil.Eventually(t, "annotation delivered", func() error {
 		w, err := getWork(c, cluster, ns, "guestbook")
 		if err != nil {
 			return err
@@ -81,7 +82,7 @@ func TestCreateUpdateNoOp(t *testing.T) {
 		rv = w.ResourceVersion
 		return nil
 	})
-	consistently(t, "work not rewritten", 2*time.Second, func() error {
+	testutil.Consistently(t, "work not rewritten", 2*time.Second, func() error {
 		w, err := getWork(c, cluster, ns, "guestbook")
 		if err != nil {
 			return err
@@ -96,7 +97,7 @@ func TestCreateUpdateNoOp(t *testing.T) {
 // setWorkStatus writes a work status as the work agent would: on the latest version, retrying on conflicts.
 func setWorkStatus(t *testing.T, c client.Client, w *workv1.ManifestWork, values ...workv1.FeedbackValue) {
 	t.Helper()
-	eventually(t, "write work status", func() error {
+	testutil.Eventually(t, "write work status", func() error {
 		latest := &workv1.ManifestWork{}
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(w), latest); err != nil {
 			return err
@@ -133,10 +134,10 @@ func TestStatusFromFeedback(t *testing.T) {
 
 	createApp(t, c, newApp(ns, "status", cluster))
 	var w *workv1.ManifestWork
-	eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "status"); return err })
+	testutil.Eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "status"); return err })
 
 	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "OutOfSync"), str(appstatus.FeedbackHealthStatus, "Progressing"))
-	eventually(t, "small fields on the hub", func() error {
+	testutil.Eventually(t, "small fields on the hub", func() error {
 		app := getApp(t, c, ns, "status")
 		s, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
 		h, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
@@ -156,7 +157,7 @@ func TestStatusFromFeedback(t *testing.T) {
 		raw("status.summary", `{"images":["nginx:1"]}`),
 		str("status.sourceType", "Directory"),
 	)
-	eventually(t, "raw status on the hub", func() error {
+	testutil.Eventually(t, "raw status on the hub", func() error {
 		app := getApp(t, c, ns, "status")
 		rev, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
 		res, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
@@ -174,7 +175,7 @@ func TestStatusFromFeedback(t *testing.T) {
 	if err := c.Status().Update(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
-	consistently(t, "hub application not rewritten", 2*time.Second, func() error {
+	testutil.Consistently(t, "hub application not rewritten", 2*time.Second, func() error {
 		if got := getApp(t, c, ns, "status").GetResourceVersion(); got != rv {
 			return fmt.Errorf("application written again: %s -> %s", rv, got)
 		}
@@ -183,7 +184,7 @@ func TestStatusFromFeedback(t *testing.T) {
 	// A restarted controller recognises the stored status too.
 	stop()
 	startController(t)
-	consistently(t, "hub application not rewritten after a restart", 2*time.Second, func() error {
+	testutil.Consistently(t, "hub application not rewritten after a restart", 2*time.Second, func() error {
 		if got := getApp(t, c, ns, "status").GetResourceVersion(); got != rv {
 			return fmt.Errorf("application written again: %s -> %s", rv, got)
 		}
@@ -208,7 +209,7 @@ func TestStatusAfterFeedbackFlap(t *testing.T) {
 
 	createApp(t, c, newApp(ns, "flap", cluster))
 	var w *workv1.ManifestWork
-	eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "flap"); return err })
+	testutil.Eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "flap"); return err })
 	feedback := []workv1.FeedbackValue{
 		str(appstatus.FeedbackSyncStatus, "Synced"), str(appstatus.FeedbackHealthStatus, "Healthy"),
 		raw("status.sync", `{"status":"Synced","revision":"abc123"}`),
@@ -219,7 +220,7 @@ func TestStatusAfterFeedbackFlap(t *testing.T) {
 		return s
 	}
 	setWorkStatus(t, c, w, feedback...)
-	eventually(t, "the cluster's status on the hub", func() error {
+	testutil.Eventually(t, "the cluster's status on the hub", func() error {
 		if s := syncStatus(); s != "Synced" {
 			return fmt.Errorf("sync status %q", s)
 		}
@@ -230,14 +231,14 @@ func TestStatusAfterFeedbackFlap(t *testing.T) {
 
 	// The agent restarts: the work without feedback, then with the same feedback again.
 	setWorkStatus(t, c, w)
-	eventually(t, "the status without feedback on the hub", func() error {
+	testutil.Eventually(t, "the status without feedback on the hub", func() error {
 		if s := syncStatus(); s != "" {
 			return fmt.Errorf("sync status %q", s)
 		}
 		return nil
 	})
 	setWorkStatus(t, c, w, feedback...)
-	eventually(t, "the cluster's status on the hub again", func() error {
+	testutil.Eventually(t, "the cluster's status on the hub again", func() error {
 		if s := syncStatus(); s != "Synced" {
 			return fmt.Errorf("sync status %q", s)
 		}
@@ -254,7 +255,7 @@ func TestRefreshAndOperation(t *testing.T) {
 
 	createApp(t, c, newApp(ns, "ops", cluster))
 	var w *workv1.ManifestWork
-	eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "ops"); return err })
+	testutil.Eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "ops"); return err })
 	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"),
 		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:00:00Z"))
 
@@ -264,7 +265,7 @@ func TestRefreshAndOperation(t *testing.T) {
 		a[argocd.AnnotationRefresh] = "hard"
 		app.SetAnnotations(a)
 	})
-	eventually(t, "refresh delivered", func() (err error) {
+	testutil.Eventually(t, "refresh delivered", func() (err error) {
 		if w, err = getWork(c, cluster, ns, "ops"); err != nil {
 			return err
 		}
@@ -278,7 +279,7 @@ func TestRefreshAndOperation(t *testing.T) {
 	}
 	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"),
 		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:00:00Z"))
-	eventually(t, "refresh cleared on the hub and in the payload", func() error {
+	testutil.Eventually(t, "refresh cleared on the hub and in the payload", func() error {
 		if _, ok := getApp(t, c, ns, "ops").GetAnnotations()[argocd.AnnotationRefresh]; ok {
 			return errors.New("refresh still on the hub")
 		}
@@ -296,7 +297,7 @@ func TestRefreshAndOperation(t *testing.T) {
 	updateApp(t, c, ns, "ops", func(app *unstructured.Unstructured) {
 		app.Object["operation"] = map[string]any{"initiatedBy": map[string]any{"username": "admin"}, "sync": map[string]any{"revision": "HEAD"}}
 	})
-	eventually(t, "operation delivered", func() (err error) {
+	testutil.Eventually(t, "operation delivered", func() (err error) {
 		if w, err = getWork(c, cluster, ns, "ops"); err != nil {
 			return err
 		}
@@ -312,7 +313,7 @@ func TestRefreshAndOperation(t *testing.T) {
 	// sync in the same second): the hub keeps its .operation.
 	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"),
 		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:05:00Z"))
-	consistently(t, "operation kept while the cluster has not run it", time.Second, func() error {
+	testutil.Consistently(t, "operation kept while the cluster has not run it", time.Second, func() error {
 		if getApp(t, c, ns, "ops").Object["operation"] == nil {
 			return errors.New("operation cleared too early")
 		}
@@ -326,7 +327,7 @@ func TestRefreshAndOperation(t *testing.T) {
 	}
 	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"), str(appstatus.FeedbackOperationMarker, marker),
 		str(appstatus.FeedbackOperationPhase, "Running"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:05:00Z"))
-	consistently(t, "operation kept while it runs", time.Second, func() error {
+	testutil.Consistently(t, "operation kept while it runs", time.Second, func() error {
 		if getApp(t, c, ns, "ops").Object["operation"] == nil {
 			return errors.New("operation cleared while running")
 		}
@@ -334,7 +335,7 @@ func TestRefreshAndOperation(t *testing.T) {
 	})
 	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"), str(appstatus.FeedbackOperationMarker, marker),
 		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:05:00Z"))
-	eventually(t, "operation handed off", func() error {
+	testutil.Eventually(t, "operation handed off", func() error {
 		app := getApp(t, c, ns, "ops")
 		if app.Object["operation"] != nil {
 			return errors.New("operation still on the hub")
@@ -353,7 +354,7 @@ func TestDelete(t *testing.T) {
 	startController(t)
 
 	createApp(t, c, newApp(ns, "gone", cluster))
-	eventually(t, "work created and finalizer set", func() error {
+	testutil.Eventually(t, "work created and finalizer set", func() error {
 		if _, err := getWork(c, cluster, ns, "gone"); err != nil {
 			return err
 		}
@@ -365,7 +366,7 @@ func TestDelete(t *testing.T) {
 	if err := c.Delete(context.Background(), getApp(t, c, ns, "gone")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "work and application deleted", func() error {
+	testutil.Eventually(t, "work and application deleted", func() error {
 		if _, err := getWork(c, cluster, ns, "gone"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("work: %v", err)
 		}
@@ -394,7 +395,7 @@ func TestAdoptsExistingWork(t *testing.T) {
 	}
 	startController(t)
 	createApp(t, c, newApp(ns, "legacy", cluster))
-	eventually(t, "existing work taken over", func() error {
+	testutil.Eventually(t, "existing work taken over", func() error {
 		w := &workv1.ManifestWork{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(old), w); err != nil {
 			return err
@@ -424,11 +425,11 @@ func TestDeleteReleasesArgoCDFinalizers(t *testing.T) {
 	app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "set", UID: "3c1a0cfa-0000-0000-0000-000000000002"}})
 	app.SetFinalizers([]string{argocd.ResourcesFinalizer, "example.com/someone-else"})
 	createApp(t, c, app)
-	eventually(t, "work created", func() error { _, err := getWork(c, cluster, ns, "cascade"); return err })
+	testutil.Eventually(t, "work created", func() error { _, err := getWork(c, cluster, ns, "cascade"); return err })
 	if err := c.Delete(context.Background(), getApp(t, c, ns, "cascade")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "work deleted and Argo CD's finalizer released", func() error {
+	testutil.Eventually(t, "work deleted and Argo CD's finalizer released", func() error {
 		if _, err := getWork(c, cluster, ns, "cascade"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("work: %v", err)
 		}
@@ -452,7 +453,7 @@ func TestSweeper(t *testing.T) {
 	app := newApp(ns, "owned", cluster)
 	app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "set", UID: "3c1a0cfa-0000-0000-0000-000000000001"}})
 	createApp(t, c, app)
-	eventually(t, "work created", func() error { _, err := getWork(c, cluster, ns, "owned"); return err })
+	testutil.Eventually(t, "work created", func() error { _, err := getWork(c, cluster, ns, "owned"); return err })
 	if controllerutil.ContainsFinalizer(getApp(t, c, ns, "owned"), application.Finalizer) {
 		t.Error("an ApplicationSet-owned Application must not get the finalizer")
 	}
@@ -478,7 +479,7 @@ func TestSweeper(t *testing.T) {
 	}
 
 	startController(t)
-	eventually(t, "orphaned works swept", func() error {
+	testutil.Eventually(t, "orphaned works swept", func() error {
 		for _, name := range []string{application.WorkName(ns, "owned"), "orphan"} {
 			w := &workv1.ManifestWork{}
 			if err := c.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); !apierrors.IsNotFound(err) {
@@ -487,7 +488,7 @@ func TestSweeper(t *testing.T) {
 		}
 		return nil
 	})
-	consistently(t, "foreign work kept", time.Second, func() error {
+	testutil.Consistently(t, "foreign work kept", time.Second, func() error {
 		return c.Get(ctx, client.ObjectKey{Namespace: cluster, Name: "foreign"}, &workv1.ManifestWork{})
 	})
 }
@@ -518,8 +519,8 @@ func startStoppable(t *testing.T) func() {
 func TestTenancyGate(t *testing.T) {
 	c := hubClient(t)
 	ns, cluster := names(t)
-	createNamespace(t, c, ns)
-	createNamespace(t, c, cluster)
+	testutil.CreateNamespace(t, c, ns)
+	testutil.CreateNamespace(t, c, cluster)
 	startController(t)
 
 	createApp(t, c, newApp(ns, "gated", cluster))
@@ -527,7 +528,7 @@ func TestTenancyGate(t *testing.T) {
 	if _, err := getWork(c, cluster, ns, "gated"); !apierrors.IsNotFound(err) {
 		t.Fatalf("work delivered to a cluster that is not placed: %v", err)
 	}
-	eventually(t, "warning event", func() error {
+	testutil.Eventually(t, "warning event", func() error {
 		for _, r := range warningEvents(t, c, ns, "gated") {
 			if r == argocd.ConditionClusterNotPermitted {
 				return nil
@@ -537,8 +538,8 @@ func TestTenancyGate(t *testing.T) {
 	})
 
 	placeClusters(t, c, ns, cluster)
-	eventually(t, "work delivered once placed", func() error { _, err := getWork(c, cluster, ns, "gated"); return err })
-	eventually(t, "condition cleared", func() error {
+	testutil.Eventually(t, "work delivered once placed", func() error { _, err := getWork(c, cluster, ns, "gated"); return err })
+	testutil.Eventually(t, "condition cleared", func() error {
 		if msg := condition(getApp(t, c, ns, "gated"), argocd.ConditionClusterNotPermitted); msg != "" {
 			return fmt.Errorf("condition still set: %s", msg)
 		}
@@ -550,11 +551,11 @@ func TestTenancyGate(t *testing.T) {
 func TestTenancyGateOff(t *testing.T) {
 	c := hubClient(t)
 	ns, cluster := names(t)
-	createNamespace(t, c, ns)
-	createNamespace(t, c, cluster)
+	testutil.CreateNamespace(t, c, ns)
+	testutil.CreateNamespace(t, c, cluster)
 	startController(t, func(o *hubmanager.Options) { o.Application.TenancyGate = false })
 	createApp(t, c, newApp(ns, "ungated", cluster))
-	eventually(t, "work delivered", func() error { _, err := getWork(c, cluster, ns, "ungated"); return err })
+	testutil.Eventually(t, "work delivered", func() error { _, err := getWork(c, cluster, ns, "ungated"); return err })
 }
 
 // TestBadInput: each bad Application gets a clear condition and a Warning event, and a good Application next
@@ -587,7 +588,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		expectCondition(t, c, ns, tt.name, tt.typ, tt.msg)
-		eventually(t, "warning event for "+tt.name, func() error {
+		testutil.Eventually(t, "warning event for "+tt.name, func() error {
 			for _, r := range warningEvents(t, c, ns, tt.name) {
 				if r == tt.typ {
 					return nil
@@ -600,7 +601,7 @@ func TestBadInput(t *testing.T) {
 	// covers the transport's answer).
 	expectCondition(t, c, ns, "unknown-cluster", argocd.ConditionClusterNotPermitted, "no-such-cluster")
 
-	eventually(t, "good application delivered", func() error { _, err := getWork(c, cluster, ns, "good"); return err })
+	testutil.Eventually(t, "good application delivered", func() error { _, err := getWork(c, cluster, ns, "good"); return err })
 	works := &workv1.ManifestWorkList{}
 	if err := c.List(context.Background(), works, client.InNamespace(cluster)); err != nil {
 		t.Fatal(err)
@@ -615,14 +616,14 @@ func TestBadInput(t *testing.T) {
 func TestUnknownCluster(t *testing.T) {
 	c := hubClient(t)
 	ns, cluster := names(t)
-	createNamespace(t, c, ns)
+	testutil.CreateNamespace(t, c, ns)
 	startController(t, func(o *hubmanager.Options) { o.Application.TenancyGate = false })
 
 	createApp(t, c, newApp(ns, "app", cluster))
 	expectCondition(t, c, ns, "app", argocd.ConditionUnknownCluster, fmt.Sprintf("cluster %q is not known", cluster))
-	createNamespace(t, c, cluster)
-	eventually(t, "work delivered once the cluster exists", func() error { _, err := getWork(c, cluster, ns, "app"); return err })
-	eventually(t, "condition cleared", func() error {
+	testutil.CreateNamespace(t, c, cluster)
+	testutil.Eventually(t, "work delivered once the cluster exists", func() error { _, err := getWork(c, cluster, ns, "app"); return err })
+	testutil.Eventually(t, "condition cleared", func() error {
 		if msg := condition(getApp(t, c, ns, "app"), argocd.ConditionUnknownCluster); msg != "" {
 			return errors.New(msg)
 		}
@@ -650,7 +651,7 @@ func TestLocalCluster(t *testing.T) {
 	if err := c.Update(context.Background(), mc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "delivered once no longer local", func() error { _, err := getWork(c, cluster, ns, "local"); return err })
+	testutil.Eventually(t, "delivered once no longer local", func() error { _, err := getWork(c, cluster, ns, "local"); return err })
 }
 
 // TestRelocateAndUnlabel: moving an Application to another cluster moves its work; removing the pull label
@@ -659,18 +660,18 @@ func TestRelocateAndUnlabel(t *testing.T) {
 	c := hubClient(t)
 	ns, cluster := setup(t, c)
 	_, other := names(t)
-	createNamespace(t, c, other)
+	testutil.CreateNamespace(t, c, other)
 	placeClustersUpdate(t, c, ns, cluster, other)
 	startController(t)
 
 	createApp(t, c, newApp(ns, "mover", cluster))
-	eventually(t, "work in the first cluster", func() error { _, err := getWork(c, cluster, ns, "mover"); return err })
+	testutil.Eventually(t, "work in the first cluster", func() error { _, err := getWork(c, cluster, ns, "mover"); return err })
 	updateApp(t, c, ns, "mover", func(app *unstructured.Unstructured) {
 		a := app.GetAnnotations()
 		a[argocd.AnnotationManagedCluster] = other
 		app.SetAnnotations(a)
 	})
-	eventually(t, "work moved", func() error {
+	testutil.Eventually(t, "work moved", func() error {
 		if _, err := getWork(c, other, ns, "mover"); err != nil {
 			return err
 		}
@@ -681,7 +682,7 @@ func TestRelocateAndUnlabel(t *testing.T) {
 	})
 
 	updateApp(t, c, ns, "mover", func(app *unstructured.Unstructured) { app.SetLabels(nil) })
-	eventually(t, "work and finalizer removed", func() error {
+	testutil.Eventually(t, "work and finalizer removed", func() error {
 		if _, err := getWork(c, other, ns, "mover"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("work still there: %v", err)
 		}

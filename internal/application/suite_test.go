@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
@@ -23,6 +22,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 var env *testenv.Env
@@ -34,11 +34,7 @@ func TestMain(m *testing.M) {
 // hubClient is a direct (uncached) client of the hub.
 func hubClient(t *testing.T) client.Client {
 	t.Helper()
-	c, err := client.New(env.Hub.Config(), client.Options{Scheme: hubmanager.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testutil.Client(t, env.Hub.Config(), hubmanager.Scheme())
 }
 
 // startController runs the hub controllers with the kube transport until the test ends or the returned stop
@@ -88,14 +84,6 @@ func names(t *testing.T) (string, string) {
 	return fmt.Sprintf("apps-%d", n), fmt.Sprintf("cluster-%d", n)
 }
 
-func createNamespace(t *testing.T, c client.Client, name string) {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := c.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-}
-
 // placeClusters creates a PlacementDecision in namespace ns that selects the clusters.
 func placeClusters(t *testing.T, c client.Client, ns string, clusters ...string) *clusterv1beta1.PlacementDecision {
 	t.Helper()
@@ -120,8 +108,8 @@ func placeClusters(t *testing.T, c client.Client, ns string, clusters ...string)
 func setup(t *testing.T, c client.Client) (ns, cluster string) {
 	t.Helper()
 	ns, cluster = names(t)
-	createNamespace(t, c, ns)
-	createNamespace(t, c, cluster)
+	testutil.CreateNamespace(t, c, ns)
+	testutil.CreateNamespace(t, c, cluster)
 	placeClusters(t, c, ns, cluster)
 	return ns, cluster
 }
@@ -162,32 +150,6 @@ func getWork(c client.Client, cluster, ns, app string) (*workv1.ManifestWork, er
 	return w, err
 }
 
-// eventually polls f until it returns nil or the timeout passes.
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: %v", what, err)
-}
-
-// consistently checks that f keeps returning nil for a while.
-func consistently(t *testing.T, what string, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := f(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // condition returns the message of the Application condition of the given type, or "".
 func condition(app *unstructured.Unstructured, typ string) string {
 	conds, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
@@ -202,7 +164,7 @@ func condition(app *unstructured.Unstructured, typ string) string {
 
 func expectCondition(t *testing.T, c client.Client, ns, name, typ, substr string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("condition %s on %s/%s", typ, ns, name), func() error {
+	testutil.Eventually(t, fmt.Sprintf("condition %s on %s/%s", typ, ns, name), func() error {
 		msg := condition(getApp(t, c, ns, name), typ)
 		if !strings.Contains(msg, substr) || msg == "" {
 			return fmt.Errorf("condition %s = %q, want it to contain %q", typ, msg, substr)
@@ -246,7 +208,7 @@ func warningEvents(t *testing.T, c client.Client, ns, name string) []string {
 // updateApp changes an Application on its latest version, retrying on conflicts with the controller's writes.
 func updateApp(t *testing.T, c client.Client, ns, name string, mutate func(*unstructured.Unstructured)) {
 	t.Helper()
-	eventually(t, "update application "+name, func() error {
+	testutil.Eventually(t, "update application "+name, func() error {
 		app := getApp(t, c, ns, name)
 		mutate(app)
 		return c.Update(context.Background(), app)

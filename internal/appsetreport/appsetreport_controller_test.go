@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
@@ -22,14 +23,14 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/appsetreport"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
-	"k8s.io/client-go/rest"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 func TestReportAfterCreate(t *testing.T) {
 	c := hubClient(t)
 	startReporter(t, options(500*time.Millisecond))
 	ns := namespace(t, c)
-	appSet := createAppSet(t, c, ns, "guestbook")
+	appSet := testutil.CreateAppSet(t, c, ns, "guestbook")
 	createApp(t, c, appSet, "guestbook-c1", "c1", appStatus("Synced", "Healthy"))
 	createApp(t, c, appSet, "guestbook-c2", "c2", appStatus("OutOfSync", "Degraded",
 		withCondition("SyncError", "Deployment.apps \"guestbook-ui\" is invalid")))
@@ -74,8 +75,8 @@ func TestReportAfterCreate(t *testing.T) {
 		t.Errorf("resources = %+v, want %+v", r.Statuses.Resources, wantResources)
 	}
 	// An ApplicationSet without pull-model Applications has no report.
-	createAppSet(t, c, ns, "push-only")
-	consistently(t, "no report for an ApplicationSet without pull-model Applications", 1500*time.Millisecond, func() error {
+	testutil.CreateAppSet(t, c, ns, "push-only")
+	testutil.Consistently(t, "no report for an ApplicationSet without pull-model Applications", 1500*time.Millisecond, func() error {
 		if _, err := getReport(c, ns, "push-only"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("get report: %v", err)
 		}
@@ -90,7 +91,7 @@ func TestReportFollowsStatusChanges(t *testing.T) {
 	c := hubClient(t)
 	startReporter(t, options(500*time.Millisecond))
 	ns := namespace(t, c)
-	appSet := createAppSet(t, c, ns, "guestbook")
+	appSet := testutil.CreateAppSet(t, c, ns, "guestbook")
 	createApp(t, c, appSet, "guestbook-c1", "c1", appStatus("Synced", "Healthy"))
 	createApp(t, c, appSet, "guestbook-c2", "c2", appStatus("Synced", "Healthy"))
 	waitReport(t, c, ns, "guestbook", expectSummary("2/2/0/2/0/0"))
@@ -124,7 +125,7 @@ func TestReportClusterRemoved(t *testing.T) {
 	c := hubClient(t)
 	startReporter(t, options(500*time.Millisecond))
 	ns := namespace(t, c)
-	appSet := createAppSet(t, c, ns, "guestbook")
+	appSet := testutil.CreateAppSet(t, c, ns, "guestbook")
 	createApp(t, c, appSet, "guestbook-c1", "c1", appStatus("Synced", "Healthy"))
 	createApp(t, c, appSet, "guestbook-c2", "c2", appStatus("OutOfSync", "Degraded"))
 	waitReport(t, c, ns, "guestbook", expectSummary("2/1/1/1/1/0"))
@@ -149,7 +150,7 @@ func TestReportRemovedWithApplicationSet(t *testing.T) {
 	c := hubClient(t)
 	startReporter(t, options(500*time.Millisecond))
 	ns := namespace(t, c)
-	appSet := createAppSet(t, c, ns, "guestbook")
+	appSet := testutil.CreateAppSet(t, c, ns, "guestbook")
 	createApp(t, c, appSet, "guestbook-c1", "c1", appStatus("Synced", "Healthy"))
 	waitReport(t, c, ns, "guestbook", expectSummary("1/1/0/1/0/0"))
 
@@ -159,7 +160,7 @@ func TestReportRemovedWithApplicationSet(t *testing.T) {
 	deleteObject(t, c, appSet)
 	waitNoReport(t, c, ns, "guestbook")
 	setStatus(t, c, ns, "guestbook-c1", appStatus("OutOfSync", "Healthy"))
-	consistently(t, "no report without the ApplicationSet", 2*time.Second, func() error {
+	testutil.Consistently(t, "no report without the ApplicationSet", 2*time.Second, func() error {
 		if _, err := getReport(c, ns, "guestbook"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("get report: %v", err)
 		}
@@ -173,7 +174,7 @@ func TestReportCompactsLargeApplicationSets(t *testing.T) {
 	opts.Limits.MaxClusterConditions = 3
 	startReporter(t, opts)
 	ns := namespace(t, c)
-	appSet := createAppSet(t, c, ns, "guestbook")
+	appSet := testutil.CreateAppSet(t, c, ns, "guestbook")
 	for i := range 8 {
 		s := appStatus("Synced", "Healthy")
 		switch i {
@@ -210,7 +211,7 @@ func TestReportCoalescesChurn(t *testing.T) {
 	c := hubClient(t)
 	startReporter(t, options(interval))
 	ns := namespace(t, c)
-	appSet := createAppSet(t, c, ns, "guestbook")
+	appSet := testutil.CreateAppSet(t, c, ns, "guestbook")
 	for i := range apps {
 		createApp(t, c, appSet, fmt.Sprintf("guestbook-c%02d", i), fmt.Sprintf("c%02d", i), appStatus("Synced", "Healthy"))
 	}
@@ -302,12 +303,12 @@ func TestReportRebuiltAfterRestart(t *testing.T) {
 	c := hubClient(t)
 	stop := startReporter(t, options(500*time.Millisecond))
 	ns := namespace(t, c)
-	appSet := createAppSet(t, c, ns, "guestbook")
+	appSet := testutil.CreateAppSet(t, c, ns, "guestbook")
 	createApp(t, c, appSet, "guestbook-c1", "c1", appStatus("Synced", "Healthy"))
 	createApp(t, c, appSet, "guestbook-c2", "c2", appStatus("Synced", "Healthy"))
 	createApp(t, c, appSet, "guestbook-c3", "c3", appStatus("Synced", "Healthy"))
 	waitReport(t, c, ns, "guestbook", expectSummary("3/3/0/3/0/0"))
-	gone := createAppSet(t, c, ns, "gone")
+	gone := testutil.CreateAppSet(t, c, ns, "gone")
 	createApp(t, c, gone, "gone-c1", "c1", appStatus("Synced", "Healthy"))
 	waitReport(t, c, ns, "gone", expectSummary("1/1/0/1/0/0"))
 	stop()
@@ -375,7 +376,7 @@ func TestReportFromApplicationController(t *testing.T) {
 	})
 
 	ns := namespace(t, c)
-	appSet := createAppSet(t, c, ns, "guestbook")
+	appSet := testutil.CreateAppSet(t, c, ns, "guestbook")
 	createApp(t, c, appSet, "guestbook-nowhere", "no-such-cluster", nil)
 	r := waitReport(t, c, ns, "guestbook", func(r *v1alpha1.MulticlusterApplicationSetReport) error {
 		e := entryFor(r, "no-such-cluster")
@@ -396,7 +397,7 @@ func TestNoWritesAtRest(t *testing.T) {
 	c := hubClient(t)
 	startReporter(t, options(200*time.Millisecond))
 	ns := namespace(t, c)
-	appSet := createAppSet(t, c, ns, "guestbook")
+	appSet := testutil.CreateAppSet(t, c, ns, "guestbook")
 	createApp(t, c, appSet, "guestbook-c1", "c1", appStatus("Synced", "Healthy"))
 	createApp(t, c, appSet, "guestbook-c2", "c2", appStatus("OutOfSync", "Degraded", withCondition("SyncError", "failed")))
 	createApp(t, c, appSet, "guestbook-c3", "c3", nil)

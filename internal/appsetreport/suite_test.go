@@ -27,6 +27,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 var env *testenv.Env
@@ -38,11 +39,7 @@ func TestMain(m *testing.M) {
 // hubClient is a direct (uncached) client of the hub.
 func hubClient(t *testing.T) client.WithWatch {
 	t.Helper()
-	c, err := client.NewWithWatch(env.Hub.Config(), client.Options{Scheme: hubmanager.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testutil.Client(t, env.Hub.Config(), hubmanager.Scheme())
 }
 
 // startReporter runs only the report controller, with the manager's cache set up as `argocd-pull controller`
@@ -101,26 +98,6 @@ func namespace(t *testing.T, c client.Client) string {
 		t.Fatal(err)
 	}
 	return name
-}
-
-// createAppSet creates an ApplicationSet (no ApplicationSet controller runs: it generates nothing).
-func createAppSet(t *testing.T, c client.Client, ns, name string) *unstructured.Unstructured {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(argocd.ApplicationSetGVK)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	u.Object["spec"] = map[string]any{
-		"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
-		"template": map[string]any{
-			"metadata": map[string]any{"name": "{{name}}"},
-			"spec":     map[string]any{"project": "default", "destination": map[string]any{"server": argocd.InClusterServer}},
-		},
-	}
-	if err := c.Create(context.Background(), u); err != nil {
-		t.Fatal(err)
-	}
-	return u
 }
 
 // createApp creates a pull-model hub Application for cluster, owned by appSet, as the ApplicationSet
@@ -208,7 +185,7 @@ func getReport(c client.Client, ns, name string) (*v1alpha1.MulticlusterApplicat
 func waitReport(t *testing.T, c client.Client, ns, name string, check func(*v1alpha1.MulticlusterApplicationSetReport) error) *v1alpha1.MulticlusterApplicationSetReport {
 	t.Helper()
 	var r *v1alpha1.MulticlusterApplicationSetReport
-	eventually(t, fmt.Sprintf("report %s/%s", ns, name), func() error {
+	testutil.Eventually(t, fmt.Sprintf("report %s/%s", ns, name), func() error {
 		var err error
 		if r, err = getReport(c, ns, name); err != nil {
 			return err
@@ -221,7 +198,7 @@ func waitReport(t *testing.T, c client.Client, ns, name string, check func(*v1al
 // waitNoReport waits until the report is gone.
 func waitNoReport(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("report %s/%s gone", ns, name), func() error {
+	testutil.Eventually(t, fmt.Sprintf("report %s/%s gone", ns, name), func() error {
 		_, err := getReport(c, ns, name)
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -231,32 +208,6 @@ func waitNoReport(t *testing.T, c client.Client, ns, name string) {
 		}
 		return fmt.Errorf("report %s/%s still exists", ns, name)
 	})
-}
-
-// eventually polls f until it returns nil or the timeout passes.
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: %v", what, err)
-}
-
-// consistently checks that f keeps returning nil for a while.
-func consistently(t *testing.T, what string, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := f(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // summary is a report's summary as "clusters/synced/notSynced/healthy/notHealthy/inProgress".

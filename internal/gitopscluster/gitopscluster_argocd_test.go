@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 // pullAppSet is an ApplicationSet written for the OCM pull model: the clusterDecisionResource generator reads
@@ -75,7 +76,7 @@ func TestApplicationSetGeneratesForRegisteredClusters(t *testing.T) {
 	}
 	waitApplications := func(want string) {
 		t.Helper()
-		eventuallyWithin(t, time.Minute, "applications generated", func() error {
+		testutil.EventuallyWithin(t, time.Minute, "applications generated", func() error {
 			got, err := applications()
 			if err != nil {
 				return err

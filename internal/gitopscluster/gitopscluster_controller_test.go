@@ -17,6 +17,7 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
 	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 func TestRegistersAndRemovesClusters(t *testing.T) {
@@ -70,7 +71,7 @@ func TestRegistersAndRemovesClusters(t *testing.T) {
 	s.decide(t, ns, "all", 1, "reg-c2", "reg-c3")
 	s.decide(t, ns, "all", 2, "reg-c4", "reg-c2")
 	s.waitClusters(t, ns, owner, "reg-c2", "reg-c3", "reg-c4")
-	eventually(t, "counts of three clusters", func() error {
+	testutil.Eventually(t, "counts of three clusters", func() error {
 		s.get(t, got)
 		if got.Status.SelectedClusters != 3 || got.Status.RegisteredClusters != 3 {
 			return fmt.Errorf("status %d selected, %d registered", got.Status.SelectedClusters, got.Status.RegisteredClusters)
@@ -105,15 +106,15 @@ func TestCopiesManagedClusterLabels(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, "labels of lbl-c1 copied", labelOf("lbl-c1", "prod"))
-	eventually(t, "lbl-c2 has no managed cluster", labelOf("lbl-c2", ""))
+	testutil.Eventually(t, "labels of lbl-c1 copied", labelOf("lbl-c1", "prod"))
+	testutil.Eventually(t, "lbl-c2 has no managed cluster", labelOf("lbl-c2", ""))
 
 	mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "lbl-c1"}}
 	s.update(t, mc, func() { mc.Labels["env"] = "dev" })
-	eventually(t, "changed label copied", labelOf("lbl-c1", "dev"))
+	testutil.Eventually(t, "changed label copied", labelOf("lbl-c1", "dev"))
 
 	s.managedCluster(t, "lbl-c2", map[string]string{"env": "test"})
-	eventually(t, "labels of a cluster that appears later copied", labelOf("lbl-c2", "test"))
+	testutil.Eventually(t, "labels of a cluster that appears later copied", labelOf("lbl-c2", "test"))
 }
 
 func TestMissingPlacementRecovers(t *testing.T) {
@@ -395,7 +396,7 @@ func TestNoWritesAtRest(t *testing.T) {
 	key := client.ObjectKeyFromObject(gc)
 	s.waitClusters(t, ns, ns+"/gc", "rest-c1", "rest-c2")
 	s.waitCondition(t, key, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
-	eventually(t, "labels copied", func() error {
+	testutil.Eventually(t, "labels copied", func() error {
 		if _, secrets := s.clusterSecrets(t, ns); secrets["rest-c1"].Labels["env"] != "prod" {
 			return fmt.Errorf("labels %v", secrets["rest-c1"].Labels)
 		}

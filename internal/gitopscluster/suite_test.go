@@ -30,6 +30,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 var env *testenv.Env
@@ -113,32 +114,6 @@ func newSuite() (*suite, error) {
 		return nil, err
 	}
 	return &suite{c: direct, rec: rec}, nil
-}
-
-const (
-	timeout = 30 * time.Second
-	poll    = 50 * time.Millisecond
-)
-
-// eventually calls check until it returns nil, and fails the test with its last error after timeout.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	eventuallyWithin(t, timeout, what, check)
-}
-
-func eventuallyWithin(t *testing.T, limit time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(poll)
-	}
 }
 
 func (s *suite) create(t *testing.T, obj client.Object) {
@@ -237,7 +212,7 @@ func (s *suite) ownedClusters(t *testing.T, namespace, owner string) []string {
 
 func (s *suite) waitClusters(t *testing.T, namespace, owner string, want ...string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("secrets of %s in %s", owner, namespace), func() error {
+	testutil.Eventually(t, fmt.Sprintf("secrets of %s in %s", owner, namespace), func() error {
 		if got := s.ownedClusters(t, namespace, owner); strings.Join(got, ",") != strings.Join(want, ",") {
 			return fmt.Errorf("clusters %v, want %v", got, want)
 		}
@@ -250,7 +225,7 @@ func (s *suite) waitClusters(t *testing.T, namespace, owner string, want ...stri
 func (s *suite) waitCondition(t *testing.T, key types.NamespacedName, typ string, status metav1.ConditionStatus, reason string) *v1alpha1.GitOpsCluster {
 	t.Helper()
 	gc := &v1alpha1.GitOpsCluster{}
-	eventually(t, fmt.Sprintf("%s %s=%s/%s", key, typ, status, reason), func() error {
+	testutil.Eventually(t, fmt.Sprintf("%s %s=%s/%s", key, typ, status, reason), func() error {
 		if err := s.c.Get(context.Background(), key, gc); err != nil {
 			return err
 		}
@@ -271,7 +246,7 @@ func (s *suite) waitCondition(t *testing.T, key types.NamespacedName, typ string
 // waitEvent waits for an event of the type and reason on a GitOpsCluster.
 func (s *suite) waitEvent(t *testing.T, key types.NamespacedName, eventType, reason string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%s event %s on %s", eventType, reason, key), func() error {
+	testutil.Eventually(t, fmt.Sprintf("%s event %s on %s", eventType, reason, key), func() error {
 		list := &eventsv1.EventList{}
 		if err := s.c.List(context.Background(), list, client.InNamespace(key.Namespace)); err != nil {
 			return err
@@ -298,7 +273,7 @@ func (s *suite) get(t *testing.T, obj client.Object) {
 
 func (s *suite) update(t *testing.T, obj client.Object, change func()) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("update %T %s", obj, client.ObjectKeyFromObject(obj)), func() error {
+	testutil.Eventually(t, fmt.Sprintf("update %T %s", obj, client.ObjectKeyFromObject(obj)), func() error {
 		if err := s.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}
@@ -316,7 +291,7 @@ func (s *suite) delete(t *testing.T, obj client.Object) {
 
 func (s *suite) waitGone(t *testing.T, obj client.Object) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%T %s gone", obj, client.ObjectKeyFromObject(obj)), func() error {
+	testutil.Eventually(t, fmt.Sprintf("%T %s gone", obj, client.ObjectKeyFromObject(obj)), func() error {
 		err := s.c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/server/internal/testclients"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 // Clients that reconnect run out of process: sdk-go v1.3.0's gRPC transport writes its subscription in
@@ -128,17 +130,13 @@ func logTail(t *testing.T, path string) {
 // remoteWork polls a client for a work until it is in the wanted state.
 func remoteWork(t *testing.T, c *remoteClient, what, cluster, name string, want func(testclients.WorkState) bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	testutil.EventuallyWithin(t, waitTimeout, what, func() error {
 		st, err := c.Work(context.Background(), cluster, name)
 		if err == nil && want(st) {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %s/%s is %+v (%v)", waitTimeout, what, cluster, name, st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("%s/%s is %+v (%v)", cluster, name, st, err)
+	})
 }
 
 // appliedAs is the wanted state of a work applied at a generation with a message.

@@ -205,18 +205,6 @@ func manifestsPatch(t testing.TB, configMaps ...string) []byte {
 	return b
 }
 
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // appliedMessage is the message of the Applied condition the source holds for a work, or "".
 func appliedMessage(s *testSource, cluster, name string) string {
 	return appliedOf(s.work(cluster, name))

@@ -13,6 +13,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/server/internal/testclients"
 	"github.com/argocd-pull/argocd-pull/internal/server/store"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 // updateRounds is how many times TestPostgresRestart updates every work after creating it.
@@ -96,9 +97,9 @@ func TestPostgresRestart(t *testing.T) {
 		}()
 	}()
 	start := published.Load()
-	eventually(t, waitTimeout, "some updates to flow", func() bool { return published.Load() >= start+int64(len(works)) })
+	testutil.EventuallyTrue(t, waitTimeout, "some updates to flow", func() bool { return published.Load() >= start+int64(len(works)) })
 	pg.Kill()
-	eventually(t, waitTimeout, "publishes to fail", func() bool { return failed.Load() > 0 })
+	testutil.EventuallyTrue(t, waitTimeout, "publishes to fail", func() bool { return failed.Load() > 0 })
 	// A status that changes while the database is down.
 	if err := agents["cluster2"].SetMessage(ctx, "w1", "reported during the outage"); err != nil {
 		t.Fatal(err)
@@ -191,7 +192,7 @@ func TestStartBeforeDatabase(t *testing.T) {
 	started := make(chan error, 1)
 	go func() { started <- s.Start(ctx) }()
 	t.Cleanup(s.Stop)
-	eventually(t, waitTimeout, "health while waiting for the database", func() bool {
+	testutil.EventuallyTrue(t, waitTimeout, "health while waiting for the database", func() bool {
 		code, _ := get("/healthz")
 		return code == http.StatusOK
 	})
@@ -226,7 +227,7 @@ func TestStartBeforeDatabase(t *testing.T) {
 
 	pg.Kill()
 	pgDown = true
-	eventually(t, waitTimeout, "not ready while the database is down", func() bool {
+	testutil.EventuallyTrue(t, waitTimeout, "not ready while the database is down", func() bool {
 		code, _ := get("/readyz")
 		return code == http.StatusServiceUnavailable
 	})
@@ -234,7 +235,7 @@ func TestStartBeforeDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	pgDown = false
-	eventually(t, waitTimeout, "ready once the database is back", func() bool {
+	testutil.EventuallyTrue(t, waitTimeout, "ready once the database is back", func() bool {
 		code, _ := get("/readyz")
 		return code == http.StatusOK
 	})

@@ -20,6 +20,7 @@ import (
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/payload"
 
 	"github.com/argocd-pull/argocd-pull/internal/server/store"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 func restPage(t *testing.T, s *Server, q url.Values) List[ResourceBundleJSON] {
@@ -153,7 +154,7 @@ func TestRESTListAndConsumers(t *testing.T) {
 	if err := source.works("cluster2").Delete(ctx, "b1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "cluster2 to be deletable", func() bool {
+	testutil.EventuallyTrue(t, waitTimeout, "cluster2 to be deletable", func() bool {
 		return (&ConsumerDeleteOptions{ClientOptions: client, Name: "cluster2", Out: &out}).Run(ctx) == nil
 	})
 	for _, path := range []string{"/healthz", "/readyz"} {

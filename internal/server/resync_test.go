@@ -11,19 +11,20 @@ import (
 	kubetypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/argocd-pull/argocd-pull/internal/server/store"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 // applied creates works through the source and waits until the source holds their Applied status.
 func applied(t *testing.T, source *testSource, cluster string, names ...string) {
 	t.Helper()
 	for _, name := range names {
-		eventually(t, waitTimeout, "the source to accept "+name, func() bool {
+		testutil.EventuallyTrue(t, waitTimeout, "the source to accept "+name, func() bool {
 			_, err := source.works(cluster).Create(context.Background(), newWork(cluster, name, "cm-"+name), metav1.CreateOptions{})
 			return err == nil
 		})
 	}
 	for _, name := range names {
-		eventually(t, waitTimeout, "the Applied status of "+name, func() bool {
+		testutil.EventuallyTrue(t, waitTimeout, "the Applied status of "+name, func() bool {
 			return appliedMessage(source, cluster, name) == "cm-"+name
 		})
 	}
@@ -44,13 +45,13 @@ func TestTwoInstances(t *testing.T) {
 	if _, err := source.works("cluster1").Patch(ctx, "app1", kubetypes.MergePatchType, manifestsPatch(t, "cm-x"), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "the update's status at the source", func() bool {
+	testutil.EventuallyTrue(t, waitTimeout, "the update's status at the source", func() bool {
 		return appliedMessage(source, "cluster1", "app1") == "cm-x"
 	})
 	if err := source.works("cluster1").Delete(ctx, "app1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "the work to leave the agent and the source", func() bool {
+	testutil.EventuallyTrue(t, waitTimeout, "the work to leave the agent and the source", func() bool {
 		return agent.work("app1") == nil && source.work("cluster1", "app1") == nil
 	})
 	if n, err := a.store.LiveInstances(ctx, a.opts.InstanceTimeout); err != nil || n != 2 {
@@ -85,12 +86,12 @@ func TestResyncAfterServerRestart(t *testing.T) {
 	removeRow(t, a, works2UID("hub", "cluster1", "vanish"))
 
 	startServer(t, restartOptions(b))
-	eventually(t, waitTimeout, "the updated and created works' statuses at the source", func() bool {
+	testutil.EventuallyTrue(t, waitTimeout, "the updated and created works' statuses at the source", func() bool {
 		return appliedMessage(source, "cluster1", "update") == "cm-new" && appliedMessage(source, "cluster1", "create") == "cm-create"
 	})
 	remoteWork(t, agent, "the updated work at the agent", "", "update", appliedAs(2, "cm-new"))
 	remoteWork(t, agent, "the deleted work to leave the agent", "", "delete", gone)
-	eventually(t, waitTimeout, "the deleted work to leave the source", func() bool { return source.work("cluster1", "delete") == nil })
+	testutil.EventuallyTrue(t, waitTimeout, "the deleted work to leave the source", func() bool { return source.work("cluster1", "delete") == nil })
 	remoteWork(t, agent, "the vanished work to leave the agent", "", "vanish", gone)
 	remoteWork(t, agent, "the vanished work to leave the agent", "", string(works2UID("hub", "cluster1", "vanish")), gone)
 	remoteWork(t, agent, "the untouched work at the agent", "", "keep", appliedAs(1, "cm-keep"))
@@ -117,7 +118,7 @@ func TestSourceResyncAfterReconnect(t *testing.T) {
 	works := [][2]string{{"cluster1", "keep"}, {"cluster1", "change"}, {"cluster1", "twice"}, {"cluster1", "gone"},
 		{"cluster2", "keep"}, {"cluster2", "change"}}
 	for _, w := range works {
-		eventually(t, waitTimeout, "the source to publish "+w[0]+"/"+w[1], func() bool {
+		testutil.EventuallyTrue(t, waitTimeout, "the source to publish "+w[0]+"/"+w[1], func() bool {
 			return source.Apply(ctx, w[0], w[1], "cm-"+w[1]) == nil
 		})
 	}
@@ -128,7 +129,7 @@ func TestSourceResyncAfterReconnect(t *testing.T) {
 	if err := source.Delete(ctx, "cluster1", "gone"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "the agent to get the deletion", func() bool {
+	testutil.EventuallyTrue(t, waitTimeout, "the agent to get the deletion", func() bool {
 		w := agent.work("gone")
 		return w != nil && !w.DeletionTimestamp.IsZero()
 	})
@@ -137,10 +138,10 @@ func TestSourceResyncAfterReconnect(t *testing.T) {
 	agent.SetMessage("change", "changed")
 	agent2.SetMessage("change", "changed in cluster2")
 	agent.SetMessage("twice", "first")
-	eventually(t, waitTimeout, "the first new status of twice to be stored", func() bool { return storedStatusHas(b, "cluster1", "twice", "first") })
+	testutil.EventuallyTrue(t, waitTimeout, "the first new status of twice to be stored", func() bool { return storedStatusHas(b, "cluster1", "twice", "first") })
 	agent.SetMessage("twice", "second")
 	agent.HoldDeletes(false)
-	eventually(t, waitTimeout, "the new statuses to be stored and the deletion completed", func() bool {
+	testutil.EventuallyTrue(t, waitTimeout, "the new statuses to be stored and the deletion completed", func() bool {
 		_, err := b.store.GetBundle(ctx, string(works2UID("hub", "cluster1", "gone")))
 		return storedStatusHas(b, "cluster1", "change", "changed") && storedStatusHas(b, "cluster1", "twice", "second") &&
 			storedStatusHas(b, "cluster2", "change", "changed in cluster2") && errors.Is(err, store.ErrNotFound)
@@ -157,7 +158,7 @@ func TestSourceResyncAfterReconnect(t *testing.T) {
 	// The transport restarts (a controller restart): the new one lists from the REST API, then resyncs.
 	source.proc.Stop(5 * time.Second)
 	agent.SetMessage("keep", "kept")
-	eventually(t, waitTimeout, "the status of keep to be stored", func() bool { return storedStatusHas(b, "cluster1", "keep", "kept") })
+	testutil.EventuallyTrue(t, waitTimeout, "the status of keep to be stored", func() bool { return storedStatusHas(b, "cluster1", "keep", "kept") })
 	restarted := startRemoteSource(t, a, "hub")
 	remoteWork(t, restarted, "the status changed while the transport was down", "cluster1", "keep", appliedAs(1, "kept"))
 	remoteWork(t, restarted, "the changed status after the restart", "cluster1", "change", appliedAs(1, "changed"))

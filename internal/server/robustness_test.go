@@ -22,6 +22,7 @@ import (
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/types"
 
 	"github.com/argocd-pull/argocd-pull/internal/server/store"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 func plainClient(t *testing.T, addr string) pbv1.CloudEventServiceClient {
@@ -126,24 +127,24 @@ func TestResyncAfterAgentRestart(t *testing.T) {
 	applied(t, source, "cluster1", "keep", "update", "delete")
 
 	agent.cancel()
-	eventually(t, waitTimeout, "the agent to leave", func() bool { return !s.streams.hasAgent("cluster1") })
+	testutil.EventuallyTrue(t, waitTimeout, "the agent to leave", func() bool { return !s.streams.hasAgent("cluster1") })
 	if _, err := source.works("cluster1").Patch(ctx, "update", kubetypes.MergePatchType, manifestsPatch(t, "cm-new"), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := source.works("cluster1").Create(ctx, newWork("cluster1", "create", "cm-create"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "the source to cache the created work", func() bool { return source.work("cluster1", "create") != nil })
+	testutil.EventuallyTrue(t, waitTimeout, "the source to cache the created work", func() bool { return source.work("cluster1", "create") != nil })
 	if err := source.works("cluster1").Delete(ctx, "delete", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	restarted := startAgent(t, grpcOptions(s.AgentAddr()), "cluster1")
-	eventually(t, waitTimeout, "the statuses of the changes at the source", func() bool {
+	testutil.EventuallyTrue(t, waitTimeout, "the statuses of the changes at the source", func() bool {
 		return appliedMessage(source, "cluster1", "update") == "cm-new" && appliedMessage(source, "cluster1", "create") == "cm-create"
 	})
-	eventually(t, waitTimeout, "the deleted work to leave the source", func() bool { return source.work("cluster1", "delete") == nil })
-	eventually(t, waitTimeout, "the deleted work to leave the database", func() bool {
+	testutil.EventuallyTrue(t, waitTimeout, "the deleted work to leave the source", func() bool { return source.work("cluster1", "delete") == nil })
+	testutil.EventuallyTrue(t, waitTimeout, "the deleted work to leave the database", func() bool {
 		_, err := s.store.GetBundle(ctx, string(works2UID("hub", "cluster1", "delete")))
 		return err != nil
 	})
@@ -161,23 +162,23 @@ func TestUndeliveredAndStuckDeletes(t *testing.T) {
 	agent := startAgent(t, grpcOptions(s.AgentAddr()), "cluster1")
 	agent.SetSilent(true)
 	source := startSource(t, grpcOptions(s.SourceAddr()), "hub")
-	eventually(t, waitTimeout, "the agent to subscribe", func() bool { return s.streams.hasAgent("cluster1") })
+	testutil.EventuallyTrue(t, waitTimeout, "the agent to subscribe", func() bool { return s.streams.hasAgent("cluster1") })
 	if _, err := source.works("cluster1").Create(ctx, newWork("cluster1", "quiet", "cm-quiet"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "the spec to be published again", func() bool { return agent.Received() >= 2 })
+	testutil.EventuallyTrue(t, waitTimeout, "the spec to be published again", func() bool { return agent.Received() >= 2 })
 	agent.SetSilent(false)
-	eventually(t, waitTimeout, "the status to arrive at last", func() bool { return appliedMessage(source, "cluster1", "quiet") == "cm-quiet" })
+	testutil.EventuallyTrue(t, waitTimeout, "the status to arrive at last", func() bool { return appliedMessage(source, "cluster1", "quiet") == "cm-quiet" })
 
 	// No agent ever connects for cluster2: its deletion cannot complete.
 	if _, err := source.works("cluster2").Create(ctx, newWork("cluster2", "orphan", "cm-orphan"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "the source to cache the work", func() bool { return source.work("cluster2", "orphan") != nil })
+	testutil.EventuallyTrue(t, waitTimeout, "the source to cache the work", func() bool { return source.work("cluster2", "orphan") != nil })
 	if err := source.works("cluster2").Delete(ctx, "orphan", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "the stuck delete to show", func() bool {
+	testutil.EventuallyTrue(t, waitTimeout, "the stuck delete to show", func() bool {
 		return scrape(t, s, "argocd_pull_server_stuck_deletes") == "argocd_pull_server_stuck_deletes 1"
 	})
 	if scrape(t, s, "argocd_pull_server_republished_total") == "argocd_pull_server_republished_total 0" {
@@ -283,7 +284,7 @@ func TestFailedResyncsAndLoadsResetSubscriptions(t *testing.T) {
 	source := subscribeRaw(t, src, &pbv1.SubscriptionRequest{Source: "hub", DataType: dataType.String()})
 	agent1 := subscribeRaw(t, agt, &pbv1.SubscriptionRequest{ClusterName: "cluster1", DataType: dataType.String()})
 	agent2 := subscribeRaw(t, agt, &pbv1.SubscriptionRequest{ClusterName: "cluster2", DataType: dataType.String()})
-	eventually(t, waitTimeout, "the agents to subscribe", func() bool {
+	testutil.EventuallyTrue(t, waitTimeout, "the agents to subscribe", func() bool {
 		return s.streams.hasAgent("cluster1") && s.streams.hasAgent("cluster2")
 	})
 	fs.failing.Store(true)

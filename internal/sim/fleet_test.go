@@ -27,6 +27,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/appstatus"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/server"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -163,21 +164,6 @@ func startFleet(t testing.TB, cfg Config) *Fleet {
 	return f
 }
 
-func eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // testArgo is the simulated Argo CD of the integration tests.
 func testArgo() ArgoConfig {
 	return ArgoConfig{SyncDelay: time.Second, InvalidRepo: regexp.MustCompile(`invalid\.example\.com`), ResourcesPerApp: 2}
@@ -266,7 +252,7 @@ func runScenario(t *testing.T, h hubSide, f *Fleet, ev *events, clusters []strin
 		}
 	}
 	start := time.Now()
-	eventually(t, 90*time.Second, "every Application's status on the hub", func() error {
+	testutil.EventuallyWithin(t, 90*time.Second, "every Application's status on the hub", func() error {
 		for _, d := range all {
 			got, err := hubStatus(ctx, h, d)
 			if err != nil {
@@ -294,7 +280,7 @@ func runScenario(t *testing.T, h hubSide, f *Fleet, ev *events, clusters []strin
 	t.Logf("%d Applications on %d clusters Synced/Healthy on the hub after %s", len(all), len(clusters), time.Since(start).Round(time.Millisecond))
 	// The fleet counts a status once the transport has sent it, which can be after the hub has it.
 	n := int64(len(all))
-	eventually(t, 5*time.Second, "the fleet's counts", func() error {
+	testutil.EventuallyWithin(t, 5*time.Second, "the fleet's counts", func() error {
 		s := f.Stats()
 		if s.Works != n || s.Applications != n || s.SyncedHealthy != n-1 || s.Applied < uint64(n) || s.Connected != len(clusters) {
 			return fmt.Errorf("stats = %+v, want %d works and Applications, %d synced", s, n, n-1)
@@ -318,7 +304,7 @@ func runScenario(t *testing.T, h hubSide, f *Fleet, ev *events, clusters []strin
 	if err := h.apply(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the operation from the hub", func() error {
+	testutil.EventuallyWithin(t, 30*time.Second, "the operation from the hub", func() error {
 		got, err := hubStatus(ctx, h, target)
 		if err != nil {
 			return err
@@ -349,7 +335,7 @@ func runScenario(t *testing.T, h hubSide, f *Fleet, ev *events, clusters []strin
 	if sent.Health != HealthDegraded || sent.HubName != flipped.hub {
 		t.Errorf("flip sent %+v", sent)
 	}
-	eventually(t, 10*time.Second, "the flipped health on the hub", func() error {
+	testutil.EventuallyWithin(t, 10*time.Second, "the flipped health on the hub", func() error {
 		got, err := hubStatus(ctx, h, flipped)
 		if err != nil {
 			return err
@@ -371,7 +357,7 @@ func runScenario(t *testing.T, h hubSide, f *Fleet, ev *events, clusters []strin
 	// Churn changes statuses while it is on, and stops.
 	sentBefore := ev.sent.Load()
 	f.SetChurn(40)
-	eventually(t, 20*time.Second, "churn", func() error {
+	testutil.EventuallyWithin(t, 20*time.Second, "churn", func() error {
 		if c := f.Stats().ChurnChanges; c < 20 {
 			return fmt.Errorf("%d churn changes", c)
 		}
@@ -379,7 +365,7 @@ func runScenario(t *testing.T, h hubSide, f *Fleet, ev *events, clusters []strin
 	})
 	f.SetChurn(0)
 	churned := f.Stats().ChurnChanges
-	eventually(t, 20*time.Second, "churned statuses sent", func() error {
+	testutil.EventuallyWithin(t, 20*time.Second, "churned statuses sent", func() error {
 		if sent := ev.sent.Load() - sentBefore; sent < 10 {
 			return fmt.Errorf("%d statuses sent", sent)
 		}
@@ -399,7 +385,7 @@ func runScenario(t *testing.T, h hubSide, f *Fleet, ev *events, clusters []strin
 			}
 		}
 	}
-	eventually(t, 30*time.Second, "deletion", func() error {
+	testutil.EventuallyWithin(t, 30*time.Second, "deletion", func() error {
 		if works := f.Works(gone); len(works) > 0 {
 			return fmt.Errorf("cluster %s still holds %v", gone, works)
 		}
@@ -413,7 +399,7 @@ func runScenario(t *testing.T, h hubSide, f *Fleet, ev *events, clusters []strin
 		}
 		return nil
 	})
-	eventually(t, 5*time.Second, "the fleet's counts after deletion", func() error {
+	testutil.EventuallyWithin(t, 5*time.Second, "the fleet's counts after deletion", func() error {
 		if s := f.Stats(); s.Deletions != 3 || s.Works != n-3 || ev.count(ev.deleted) != 3 {
 			return fmt.Errorf("stats %+v, %d deleted hooks", s, ev.count(ev.deleted))
 		}

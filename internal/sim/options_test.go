@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -80,7 +82,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- o.Run(ctx) }()
-	eventually(t, 30*time.Second, "metrics", func() error {
+	testutil.EventuallyWithin(t, 30*time.Second, "metrics", func() error {
 		resp, err := http.Get("http://" + metrics + "/metrics")
 		if err != nil {
 			return err

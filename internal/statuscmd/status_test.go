@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +18,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 var env *testenv.Env
@@ -29,37 +29,7 @@ func TestMain(m *testing.M) {
 
 func hubClient(t *testing.T) client.Client {
 	t.Helper()
-	c, err := client.New(env.Hub.Config(), client.Options{Scheme: hubmanager.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func createNamespace(t *testing.T, c client.Client, name string) {
-	t.Helper()
-	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func createAppSet(t *testing.T, c client.Client, ns, name string) *unstructured.Unstructured {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(argocd.ApplicationSetGVK)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	u.Object["spec"] = map[string]any{
-		"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
-		"template": map[string]any{
-			"metadata": map[string]any{"name": "{{name}}"},
-			"spec":     map[string]any{"project": "default", "destination": map[string]any{"server": argocd.InClusterServer}},
-		},
-	}
-	if err := c.Create(context.Background(), u); err != nil {
-		t.Fatal(err)
-	}
-	return u
+	return testutil.Client(t, env.Hub.Config(), hubmanager.Scheme())
 }
 
 // createApp creates a hub Application for cluster (pull-model unless pull is false), owned by appSet when it
@@ -123,9 +93,9 @@ func appStatus(sync, health string, conditions ...string) map[string]any {
 // with one, a standalone pull-model Application, and an Application that is not pull-model.
 func fleet(t *testing.T, c client.Client, ns string) {
 	t.Helper()
-	createNamespace(t, c, ns)
-	guestbook := createAppSet(t, c, ns, "guestbook")
-	billing := createAppSet(t, c, ns, "billing")
+	testutil.CreateNamespace(t, c, ns)
+	guestbook := testutil.CreateAppSet(t, c, ns, "guestbook")
+	billing := testutil.CreateAppSet(t, c, ns, "billing")
 	createApp(t, c, ns, guestbook, "guestbook-cluster-1", "cluster-1", true, appStatus("Synced", "Healthy"))
 	createApp(t, c, ns, guestbook, "guestbook-cluster-2", "cluster-2", true, appStatus("OutOfSync", "Degraded",
 		"SyncError", "Failed sync attempt: one or more objects failed to apply"))
@@ -208,7 +178,7 @@ func TestRunAllNamespaces(t *testing.T) {
 
 func TestRunNoneFound(t *testing.T) {
 	c := hubClient(t)
-	createNamespace(t, c, "status-empty")
+	testutil.CreateNamespace(t, c, "status-empty")
 	out, errOut := run(t, func(o *Options) { o.Namespace = "status-empty" })
 	if out != "" || errOut != "No pull-model Applications found in namespace status-empty.\n" {
 		t.Errorf("out %q, err %q", out, errOut)
@@ -255,16 +225,14 @@ func TestRunWatch(t *testing.T) {
 	// waitFor waits for a line with these columns, whatever the spaces between them.
 	waitFor := func(line string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
+		testutil.Eventually(t, "a line "+line, func() error {
 			for _, l := range strings.Split(out.String(), "\n") {
 				if strings.Join(strings.Fields(l), " ") == line {
-					return
+					return nil
 				}
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("output lacks the line %q:\n%s", line, out.String())
+			return fmt.Errorf("output lacks the line %q:\n%s", line, out.String())
+		})
 	}
 	waitFor("ADDED guestbook-cluster-3 guestbook cluster-3 Unknown Unknown")
 

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 // TestArgoCD: a managed cluster's real Argo CD syncs an Application from the loopback git server.
@@ -55,21 +58,17 @@ func TestArgoCD(t *testing.T) {
 		t.Fatal(err)
 	}
 	kube := kubernetes.NewForConfigOrDie(c.Config())
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testutil.EventuallyWithin(t, 2*time.Minute, "guestbook synced", func() error {
 		got, err := apps.Namespace("argocd").Get(ctx, "guestbook", metav1.GetOptions{})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		sync, _, _ := unstructured.NestedString(got.Object, "status", "sync", "status")
 		health, _, _ := unstructured.NestedString(got.Object, "status", "health", "status")
 		_, cmErr := kube.CoreV1().ConfigMaps("default").Get(ctx, "guestbook", metav1.GetOptions{})
 		if sync == "Synced" && health == "Healthy" && cmErr == nil {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not synced: sync=%q health=%q configmap=%v status=%v", sync, health, cmErr, got.Object["status"])
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return fmt.Errorf("not synced: sync=%q health=%q configmap=%v status=%v", sync, health, cmErr, got.Object["status"])
+	})
 }

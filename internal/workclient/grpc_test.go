@@ -34,6 +34,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/server"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -239,19 +240,6 @@ func pullWork(cluster, name, data string) *workv1.ManifestWork {
 	return w
 }
 
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: %v", what, err)
-}
-
 func appliedAt(g *workclient.GRPC, cluster, name string, gen int64) error {
 	w, err := g.Get(context.Background(), cluster, name)
 	if err != nil {
@@ -287,12 +275,12 @@ func TestGRPCTransport(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"a", "b", "c"} {
-		eventually(t, "applied "+name, func() error { return appliedAt(g, "cluster1", name, 1) })
+		testutil.Eventually(t, "applied "+name, func() error { return appliedAt(g, "cluster1", name, 1) })
 	}
 	if err := g.Apply(ctx, pullWork("cluster1", "a", "v2")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "update applied", func() error { return appliedAt(g, "cluster1", "a", 2) })
+	testutil.Eventually(t, "update applied", func() error { return appliedAt(g, "cluster1", "a", 2) })
 	if works, _ := g.ListForApplication(ctx, "argocd", "a"); len(works) != 1 || works[0].Name != "a" {
 		t.Fatalf("works of application a = %v", works)
 	}
@@ -321,7 +309,7 @@ func TestGRPCTransport(t *testing.T) {
 	if err := g2.Apply(ctx, pullWork("cluster1", "a", "v3")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "version goes on from the listed one", func() error {
+	testutil.Eventually(t, "version goes on from the listed one", func() error {
 		if a.generation("a") != 3 {
 			return fmt.Errorf("agent has generation %d", a.generation("a"))
 		}
@@ -331,7 +319,7 @@ func TestGRPCTransport(t *testing.T) {
 	if err := g2.Delete(ctx, "cluster1", "b"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "deleted once the agent confirmed", func() error {
+	testutil.Eventually(t, "deleted once the agent confirmed", func() error {
 		if _, err := g2.Get(ctx, "cluster1", "b"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("work b: %v", err)
 		}

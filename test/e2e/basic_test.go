@@ -15,6 +15,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/localfleet"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -50,7 +51,7 @@ func TestBasicModel(t *testing.T) {
 	}
 
 	spokeApp := argocd.NewApplication()
-	eventually(t, time.Minute, "application on the managed cluster", func() error {
+	testutil.EventuallyWithin(t, time.Minute, "application on the managed cluster", func() error {
 		return spoke.Get(ctx, client.ObjectKey{Namespace: "argocd", Name: "guestbook"}, spokeApp)
 	})
 	if got := nested(spokeApp, "spec", "destination", "server"); got != argocd.InClusterServer {
@@ -66,7 +67,7 @@ func TestBasicModel(t *testing.T) {
 		"health":    map[string]any{"status": "Healthy"},
 		"resources": []any{map[string]any{"version": "v1", "kind": "ConfigMap", "namespace": "guestbook", "name": "guestbook-config", "status": "Synced"}},
 	})
-	eventually(t, time.Minute, "managed cluster's status on the hub", func() error {
+	testutil.EventuallyWithin(t, time.Minute, "managed cluster's status on the hub", func() error {
 		got := argocd.NewApplication()
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: "guestbook"}, got); err != nil {
 			return err
@@ -90,7 +91,7 @@ func TestBasicModel(t *testing.T) {
 		"health":    map[string]any{"status": "Healthy"},
 		"resources": many,
 	})
-	eventually(t, time.Minute, "large status reported", func() error {
+	testutil.EventuallyWithin(t, time.Minute, "large status reported", func() error {
 		got := argocd.NewApplication()
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: "guestbook"}, got); err != nil {
 			return err
@@ -107,7 +108,7 @@ func TestBasicModel(t *testing.T) {
 	if err := hub.Delete(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "application removed from the managed cluster, then from the hub", func() error {
+	testutil.EventuallyWithin(t, time.Minute, "application removed from the managed cluster, then from the hub", func() error {
 		for _, check := range []struct {
 			c   client.Client
 			key client.ObjectKey
@@ -127,7 +128,7 @@ func TestBasicModel(t *testing.T) {
 // writeSpokeStatus sets the status of an Application on a managed cluster, as its Argo CD would.
 func writeSpokeStatus(t *testing.T, c client.Client, name string, status map[string]any) {
 	t.Helper()
-	eventually(t, 30*time.Second, "write managed cluster status", func() error {
+	testutil.EventuallyWithin(t, 30*time.Second, "write managed cluster status", func() error {
 		app := argocd.NewApplication()
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "argocd", Name: name}, app); err != nil {
 			return err

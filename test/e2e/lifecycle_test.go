@@ -19,6 +19,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/localfleet"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -81,7 +82,7 @@ func testLifecycle(t *testing.T, transport string) {
 		t.Fatal(err)
 	}
 	for _, c := range clusters {
-		eventually(t, 3*time.Minute, c+": Unknown with Argo CD's error on the hub", func() error {
+		testutil.EventuallyWithin(t, 3*time.Minute, c+": Unknown with Argo CD's error on the hub", func() error {
 			app := argocd.NewApplication()
 			if err := get(ctx, hub, app, localfleet.ArgoCDNamespace, c+"-guestbook"); err != nil {
 				return err
@@ -99,7 +100,7 @@ func testLifecycle(t *testing.T, transport string) {
 
 	// 2. The repoURL fixed on the hub: Synced and Healthy, the ConfigMap on both clusters.
 	appset := guestbookAppSet(f.Git.URL("apps"))
-	eventually(t, 30*time.Second, "fix the repoURL", func() error {
+	testutil.EventuallyWithin(t, 30*time.Second, "fix the repoURL", func() error {
 		current := appset.DeepCopy()
 		if err := get(ctx, hub, current, localfleet.ArgoCDNamespace, "guestbook"); err != nil {
 			return err
@@ -108,7 +109,7 @@ func testLifecycle(t *testing.T, transport string) {
 		return hub.Update(ctx, current)
 	})
 	for _, c := range clusters {
-		eventually(t, 3*time.Minute, c+": Synced and Healthy on the hub, ConfigMap on the cluster", func() error {
+		testutil.EventuallyWithin(t, 3*time.Minute, c+": Synced and Healthy on the hub, ConfigMap on the cluster", func() error {
 			app := argocd.NewApplication()
 			if err := get(ctx, hub, app, localfleet.ArgoCDNamespace, c+"-guestbook"); err != nil {
 				return err
@@ -125,7 +126,7 @@ func testLifecycle(t *testing.T, transport string) {
 	}
 
 	// 3. A sync started on the hub runs on the cluster, and the hub's .operation is cleared afterwards.
-	eventually(t, 30*time.Second, "start a sync on the hub", func() error {
+	testutil.EventuallyWithin(t, 30*time.Second, "start a sync on the hub", func() error {
 		app := argocd.NewApplication()
 		if err := get(ctx, hub, app, localfleet.ArgoCDNamespace, "cluster1-guestbook"); err != nil {
 			return err
@@ -136,7 +137,7 @@ func testLifecycle(t *testing.T, transport string) {
 		}
 		return hub.Update(ctx, app)
 	})
-	eventually(t, 2*time.Minute, "the sync ran on cluster1 and the hub's operation was handed off", func() error {
+	testutil.EventuallyWithin(t, 2*time.Minute, "the sync ran on cluster1 and the hub's operation was handed off", func() error {
 		spokeApp := argocd.NewApplication()
 		if err := get(ctx, spokes["cluster1"], spokeApp, localfleet.ArgoCDNamespace, "cluster1-guestbook"); err != nil {
 			return err
@@ -165,7 +166,7 @@ func testLifecycle(t *testing.T, transport string) {
 		t.Fatal(err)
 	}
 	for _, c := range clusters {
-		eventually(t, 3*time.Minute, c+": Application and ConfigMap gone", func() error {
+		testutil.EventuallyWithin(t, 3*time.Minute, c+": Application and ConfigMap gone", func() error {
 			for _, check := range []struct {
 				c   client.Client
 				obj client.Object
@@ -183,7 +184,7 @@ func testLifecycle(t *testing.T, transport string) {
 			return nil
 		})
 	}
-	eventually(t, time.Minute, "no work left", func() error {
+	testutil.EventuallyWithin(t, time.Minute, "no work left", func() error {
 		if transport == workclient.TransportGRPC {
 			n, err := serverWorks(f)
 			if err != nil || n != 0 {
@@ -204,7 +205,7 @@ func testLifecycle(t *testing.T, transport string) {
 func expectWholeStatus(t *testing.T, hub, spoke client.Client, name string) {
 	t.Helper()
 	ctx := context.Background()
-	eventually(t, time.Minute, "whole status on the hub", func() error {
+	testutil.EventuallyWithin(t, time.Minute, "whole status on the hub", func() error {
 		h, s := argocd.NewApplication(), argocd.NewApplication()
 		if err := get(ctx, hub, h, localfleet.ArgoCDNamespace, name); err != nil {
 			return err
