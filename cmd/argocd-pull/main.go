@@ -20,6 +20,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/demo"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/server"
+	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/sim"
 	"github.com/argocd-pull/argocd-pull/internal/statuscmd"
 )
@@ -95,9 +96,9 @@ func serverCommand() *cobra.Command {
 	cmd := command("server", "Run the Maestro-compatible CloudEvents server on PostgreSQL", server.NewOptions())
 	consumers := &cobra.Command{Use: "consumers", Short: "Manage the consumers (managed clusters) of a server"}
 	consumers.AddCommand(
-		command("create", "Register a consumer", &server.ConsumerCreateOptions{}),
-		command("list", "List the consumers", &server.ConsumerListOptions{}),
-		command("delete", "Delete a consumer that has no works", &server.ConsumerDeleteOptions{}),
+		command("create", "Register a consumer", &restapi.ConsumerCreateOptions{}),
+		command("list", "List the consumers", &restapi.ConsumerListOptions{}),
+		command("delete", "Delete a consumer that has no works", &restapi.ConsumerDeleteOptions{}),
 	)
 	cmd.AddCommand(command("migrate", "Apply the database migrations and exit", &server.MigrateOptions{}), consumers)
 	return cmd

@@ -24,6 +24,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 var workGVR = schema.GroupVersionResource{Group: "work.open-cluster-management.io", Version: "v1", Resource: "manifestworks"}
@@ -187,7 +188,7 @@ func TestOnRealClusters(t *testing.T) {
 			}
 			_ = unstructured.SetNestedSlice(w.Object, kept, "spec", "workload", "manifests")
 		})
-		eventually(t, ctx, "the Deployment deleted from the cluster", func() error {
+		testutil.EventuallyWithin(t, 2*time.Minute, "the Deployment deleted from the cluster", func() error {
 			_, err := spoke.AppsV1().Deployments("web").Get(ctx, "web", metav1.GetOptions{})
 			if !apierrors.IsNotFound(err) {
 				return fmt.Errorf("deployment still there (%v)", err)
@@ -205,7 +206,7 @@ func TestOnRealClusters(t *testing.T) {
 		if err := hubDyn.Resource(workGVR).Namespace("cluster1").Delete(ctx, "cluster1-web", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, ctx, "the work gone from the hub", func() error {
+		testutil.EventuallyWithin(t, 2*time.Minute, "the work gone from the hub", func() error {
 			_, err := hubDyn.Resource(workGVR).Namespace("cluster1").Get(ctx, "cluster1-web", metav1.GetOptions{})
 			if !apierrors.IsNotFound(err) {
 				return fmt.Errorf("work still there (%v)", err)
@@ -312,25 +313,10 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-func eventually(t *testing.T, ctx context.Context, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 func waitWork(t *testing.T, ctx context.Context, dyn dynamic.Interface, name, what string, check func(*unstructured.Unstructured) error) *unstructured.Unstructured {
 	t.Helper()
 	var live *unstructured.Unstructured
-	eventually(t, ctx, what, func() error {
+	testutil.EventuallyWithin(t, 2*time.Minute, what, func() error {
 		w, err := dyn.Resource(workGVR).Namespace("cluster1").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -343,7 +329,7 @@ func waitWork(t *testing.T, ctx context.Context, dyn dynamic.Interface, name, wh
 
 func updateWork(t *testing.T, ctx context.Context, dyn dynamic.Interface, name string, change func(*unstructured.Unstructured)) {
 	t.Helper()
-	eventually(t, ctx, "update the work", func() error {
+	testutil.EventuallyWithin(t, 2*time.Minute, "update the work", func() error {
 		w, err := dyn.Resource(workGVR).Namespace("cluster1").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err

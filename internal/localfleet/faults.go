@@ -78,7 +78,7 @@ func (f *System) runServer() error {
 }
 
 func (f *System) waitServer(ctx context.Context) error {
-	return waitHTTP(ctx, f.server, f.RESTClient(), "https://"+f.Server.HTTP+"/readyz")
+	return waitHTTP(ctx, f.server, f.serverClient.HTTPClient(), "https://"+f.Server.HTTP+"/readyz")
 }
 
 func (f *System) waitController(ctx context.Context) error {

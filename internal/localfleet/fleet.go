@@ -5,11 +5,7 @@
 package localfleet
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -17,11 +13,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
@@ -76,8 +72,7 @@ type System struct {
 	// controllerHealth is the hub controller's /healthz and /readyz address.
 	controllerHealth string
 	tokens           map[string]string
-	restOnce         sync.Once
-	rest             *http.Client
+	serverClient     *restapi.Client
 }
 
 // Endpoints are the listeners of argocd-pull server.
@@ -198,50 +193,25 @@ func (f *System) startServer(ctx context.Context) error {
 	if err := f.runServer(); err != nil {
 		return err
 	}
+	f.serverClient, err = restapi.New(restapi.Config{URL: "https://" + f.Server.HTTP, Token: f.AdminToken,
+		TLS: restapi.TLS{CAFile: f.ca.CertFile}})
+	if err != nil {
+		return err
+	}
 	if err := f.waitServer(ctx); err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for _, c := range f.Clusters {
-		g.Go(func() error { return f.createConsumer(gctx, c) })
+		g.Go(func() error { return f.serverClient.EnsureConsumer(gctx, c) })
 	}
 	return g.Wait()
 }
 
-// RESTClient is an HTTP client that trusts the fleet's CA, for the server's REST API.
-func (f *System) RESTClient() *http.Client {
-	f.restOnce.Do(func() {
-		pool := x509.NewCertPool()
-		if pem, err := os.ReadFile(f.ca.CertFile); err == nil {
-			pool.AppendCertsFromPEM(pem)
-		}
-		f.rest = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	})
-	return f.rest
-}
-
-func (f *System) createConsumer(ctx context.Context, name string) error {
-	body, err := json.Marshal(map[string]string{"name": name})
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+f.Server.HTTP+"/api/maestro/v1/consumers", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+f.AdminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := f.RESTClient().Do(req)
-	if err != nil {
-		return fmt.Errorf("create consumer %s: %w", name, err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusConflict {
-		return fmt.Errorf("create consumer %s: %s", name, resp.Status)
-	}
-	return nil
-}
+// ServerClient is a client of the server's REST API (Maestro mode): it trusts the fleet's CA and calls as
+// the admin.
+func (f *System) ServerClient() *restapi.Client { return f.serverClient }
 
 // grpcConfig writes an sdk-go gRPC client config with the CA and a token.
 func (f *System) grpcConfig(name, url, token string) (string, error) {

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
+
+	"github.com/argocd-pull/argocd-pull/internal/envflag"
 )
 
 // EnvPrefix prefixes the environment variable of every server flag: --database-url is
@@ -103,25 +104,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.SourceQueueLength, "source-queue-length", o.SourceQueueLength, "Statuses queued per source subscription")
 	fs.DurationVar(&o.SourceSendTimeout, "source-send-timeout", o.SourceSendTimeout, "A source subscription whose queue stays full this long is closed (the source resyncs)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "Time given to in-flight requests on shutdown")
-	o.envErr = applyEnv(fs, EnvPrefix)
-}
-
-// applyEnv sets every flag that has an environment variable to its value, as its default.
-func applyEnv(fs *pflag.FlagSet, prefix string) error {
-	var errs []error
-	fs.VisitAll(func(f *pflag.Flag) {
-		name := prefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		v, ok := os.LookupEnv(name)
-		if !ok {
-			return
-		}
-		if err := f.Value.Set(v); err != nil {
-			errs = append(errs, fmt.Errorf("environment variable %s: %w", name, err))
-			return
-		}
-		f.DefValue = f.Value.String()
-	})
-	return errors.Join(errs...)
+	o.envErr = envflag.Apply(fs, EnvPrefix)
 }
 
 // Validate checks the options.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/argocd-pull/argocd-pull/internal/server/internal/testclients"
+	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/server/store"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
@@ -199,7 +200,7 @@ func TestStartBeforeDatabase(t *testing.T) {
 	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for the database") {
 		t.Fatalf("/readyz while the database is down: %d %q", code, body)
 	}
-	if code, body := get(BasePath + "/consumers"); code != http.StatusServiceUnavailable {
+	if code, body := get(restapi.BasePath + "/consumers"); code != http.StatusServiceUnavailable {
 		t.Fatalf("REST API while the database is down: %d %q", code, body)
 	}
 	time.Sleep(time.Second)

@@ -9,68 +9,16 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 
+	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/server/store"
 )
 
-// BasePath is the prefix of Maestro's REST API.
-const BasePath = "/api/maestro/v1"
-
 // defaultPageSize is Maestro's default page size.
 const defaultPageSize = 100
-
-// The REST API's JSON shapes, as in Maestro's openapi.
-
-// List is the envelope of every list.
-type List[T any] struct {
-	Kind  string `json:"kind"`
-	Page  int    `json:"page"`
-	Size  int    `json:"size"`
-	Total int    `json:"total"`
-	Items []T    `json:"items"`
-}
-
-// ConsumerJSON is a consumer.
-type ConsumerJSON struct {
-	ID        string            `json:"id,omitempty"`
-	Kind      string            `json:"kind,omitempty"`
-	Href      string            `json:"href,omitempty"`
-	Name      string            `json:"name,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	CreatedAt *time.Time        `json:"created_at,omitempty"`
-	UpdatedAt *time.Time        `json:"updated_at,omitempty"`
-}
-
-// ResourceBundleJSON is a resource bundle: one work's spec and status.
-type ResourceBundleJSON struct {
-	ID              string           `json:"id"`
-	Kind            string           `json:"kind"`
-	Href            string           `json:"href"`
-	Name            string           `json:"name"`
-	ConsumerName    string           `json:"consumer_name"`
-	Version         int64            `json:"version"`
-	CreatedAt       time.Time        `json:"created_at"`
-	UpdatedAt       time.Time        `json:"updated_at"`
-	DeletedAt       *time.Time       `json:"deleted_at,omitempty"`
-	Metadata        json.RawMessage  `json:"metadata,omitempty"`
-	Manifests       []map[string]any `json:"manifests,omitempty"`
-	DeleteOption    map[string]any   `json:"delete_option,omitempty"`
-	ManifestConfigs []map[string]any `json:"manifest_configs,omitempty"`
-	Status          map[string]any   `json:"status,omitempty"`
-}
-
-// ErrorJSON is Maestro's error shape.
-type ErrorJSON struct {
-	ID     string `json:"id"`
-	Kind   string `json:"kind"`
-	Href   string `json:"href"`
-	Code   string `json:"code"`
-	Reason string `json:"reason"`
-}
 
 // Maestro's error codes.
 const (
@@ -86,12 +34,12 @@ const (
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+BasePath+"/consumers", s.authed(s.listConsumers))
-	mux.HandleFunc("POST "+BasePath+"/consumers", s.authed(s.createConsumer))
-	mux.HandleFunc("GET "+BasePath+"/consumers/{id}", s.authed(s.getConsumer))
-	mux.HandleFunc("DELETE "+BasePath+"/consumers/{id}", s.authed(s.deleteConsumer))
-	mux.HandleFunc("GET "+BasePath+"/resource-bundles", s.authed(s.listBundles))
-	mux.HandleFunc("GET "+BasePath+"/resource-bundles/{id}", s.authed(s.getBundle))
+	mux.HandleFunc("GET "+restapi.BasePath+"/consumers", s.authed(s.listConsumers))
+	mux.HandleFunc("POST "+restapi.BasePath+"/consumers", s.authed(s.createConsumer))
+	mux.HandleFunc("GET "+restapi.BasePath+"/consumers/{id}", s.authed(s.getConsumer))
+	mux.HandleFunc("DELETE "+restapi.BasePath+"/consumers/{id}", s.authed(s.deleteConsumer))
+	mux.HandleFunc("GET "+restapi.BasePath+"/resource-bundles", s.authed(s.listBundles))
+	mux.HandleFunc("GET "+restapi.BasePath+"/resource-bundles/{id}", s.authed(s.getBundle))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /readyz", s.readyz)
@@ -140,7 +88,7 @@ func writeJSON(w http.ResponseWriter, r *http.Request, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, r *http.Request, httpCode, code int, reason string) {
-	writeJSON(w, r, httpCode, ErrorJSON{ID: strconv.Itoa(code), Kind: "Error", Href: fmt.Sprintf("%s/errors/%d", BasePath, code),
+	writeJSON(w, r, httpCode, restapi.Error{ID: strconv.Itoa(code), Kind: "Error", Href: fmt.Sprintf("%s/errors/%d", restapi.BasePath, code),
 		Code: fmt.Sprintf("maestro-%d", code), Reason: reason})
 }
 
@@ -177,8 +125,8 @@ func (s *Server) pageParams(r *http.Request) (page, size int, err error) {
 	return page, min(size, s.opts.MaxPageSize), nil
 }
 
-func presentConsumer(c store.Consumer) ConsumerJSON {
-	return ConsumerJSON{ID: c.ID, Kind: "Consumer", Href: BasePath + "/consumers/" + c.ID, Name: c.Name,
+func presentConsumer(c store.Consumer) restapi.Consumer {
+	return restapi.Consumer{ID: c.ID, Kind: "Consumer", Href: restapi.BasePath + "/consumers/" + c.ID, Name: c.Name,
 		Labels: c.Labels, CreatedAt: &c.CreatedAt, UpdatedAt: &c.UpdatedAt}
 }
 
@@ -197,22 +145,19 @@ func (s *Server) listConsumers(w http.ResponseWriter, r *http.Request, id Identi
 		writeStoreError(w, r, err)
 		return
 	}
-	out := List[ConsumerJSON]{Kind: "ConsumerList", Page: page, Size: len(list), Total: total, Items: []ConsumerJSON{}}
+	out := restapi.List[restapi.Consumer]{Kind: "ConsumerList", Page: page, Size: len(list), Total: total, Items: []restapi.Consumer{}}
 	for _, c := range list {
 		out.Items = append(out.Items, presentConsumer(c))
 	}
 	writeJSON(w, r, http.StatusOK, out)
 }
 
-// consumerName is what a consumer name must look like: a DNS label, as cluster names are.
-var consumerName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-
 func (s *Server) createConsumer(w http.ResponseWriter, r *http.Request, id Identity) {
 	if !id.isAdmin() {
 		forbid(w, r, id, "create consumers")
 		return
 	}
-	var in ConsumerJSON
+	var in restapi.Consumer
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&in); err != nil {
 		writeError(w, r, http.StatusBadRequest, errCodeMalformed, "decode consumer: "+err.Error())
 		return
@@ -221,7 +166,7 @@ func (s *Server) createConsumer(w http.ResponseWriter, r *http.Request, id Ident
 		writeError(w, r, http.StatusBadRequest, errCodeValidation, "id must be empty: the server assigns it")
 		return
 	}
-	if !consumerName.MatchString(in.Name) {
+	if !restapi.IsConsumerName(in.Name) {
 		writeError(w, r, http.StatusBadRequest, errCodeValidation, fmt.Sprintf("name %q is not a DNS label", in.Name))
 		return
 	}
@@ -317,8 +262,8 @@ func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, id Identity
 		writeStoreError(w, r, err)
 		return
 	}
-	out := List[ResourceBundleJSON]{Kind: "ResourceBundleList", Page: page, Size: len(result.Items), Total: result.Total,
-		Items: []ResourceBundleJSON{}}
+	out := restapi.List[restapi.ResourceBundle]{Kind: "ResourceBundleList", Page: page, Size: len(result.Items), Total: result.Total,
+		Items: []restapi.ResourceBundle{}}
 	for _, b := range result.Items {
 		item, err := presentBundle(b)
 		if err != nil {
@@ -349,8 +294,8 @@ func (s *Server) getBundle(w http.ResponseWriter, r *http.Request, id Identity) 
 }
 
 // presentBundle renders a stored resource as Maestro renders a resource bundle.
-func presentBundle(b store.Bundle) (ResourceBundleJSON, error) {
-	out := ResourceBundleJSON{ID: b.ID, Kind: "ResourceBundle", Href: BasePath + "/resource-bundles/" + b.ID, Name: b.Name,
+func presentBundle(b store.Bundle) (restapi.ResourceBundle, error) {
+	out := restapi.ResourceBundle{ID: b.ID, Kind: "ResourceBundle", Href: restapi.BasePath + "/resource-bundles/" + b.ID, Name: b.Name,
 		ConsumerName: b.Consumer, Version: b.Version, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, DeletedAt: b.DeletedAt,
 		Metadata: json.RawMessage(b.Meta)}
 	var spec struct {

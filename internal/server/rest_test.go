@@ -19,13 +19,14 @@ import (
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/statushash"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/payload"
 
+	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/server/store"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
-func restPage(t *testing.T, s *Server, q url.Values) List[ResourceBundleJSON] {
+func restPage(t *testing.T, s *Server, q url.Values) restapi.List[restapi.ResourceBundle] {
 	t.Helper()
-	resp, err := http.Get("http://" + s.HTTPAddr() + BasePath + "/resource-bundles?" + q.Encode())
+	resp, err := http.Get("http://" + s.HTTPAddr() + restapi.BasePath + "/resource-bundles?" + q.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func restPage(t *testing.T, s *Server, q url.Values) List[ResourceBundleJSON] {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("list resource bundles: %s", resp.Status)
 	}
-	var list List[ResourceBundleJSON]
+	var list restapi.List[restapi.ResourceBundle]
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func restPage(t *testing.T, s *Server, q url.Values) List[ResourceBundleJSON] {
 
 // bundleToWork turns a listed resource bundle back into the ManifestWork a source holds, as
 // docs/server.md describes.
-func bundleToWork(t *testing.T, b ResourceBundleJSON) *workv1.ManifestWork {
+func bundleToWork(t *testing.T, b restapi.ResourceBundle) *workv1.ManifestWork {
 	t.Helper()
 	w := &workv1.ManifestWork{}
 	if err := json.Unmarshal(b.Metadata, &w.ObjectMeta); err != nil {
@@ -90,14 +91,14 @@ func TestRESTListAndConsumers(t *testing.T) {
 	o.MaxPageSize = 3
 	s := startServer(t, o)
 	var out bytes.Buffer
-	client := ClientOptions{Server: "http://" + s.HTTPAddr()}
+	client := restapi.ClientOptions{Server: "http://" + s.HTTPAddr()}
 	for _, name := range []string{"cluster1", "cluster2"} {
-		create := &ConsumerCreateOptions{ClientOptions: client, Name: name, Labels: map[string]string{"env": "test"}, Out: &out}
+		create := &restapi.ConsumerCreateOptions{ClientOptions: client, Name: name, Labels: map[string]string{"env": "test"}, Out: &out}
 		if err := create.Run(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := (&ConsumerCreateOptions{ClientOptions: client, Name: "cluster1", Out: &out}).Run(ctx); err == nil || !strings.Contains(err.Error(), "409") {
+	if err := (&restapi.ConsumerCreateOptions{ClientOptions: client, Name: "cluster1", Out: &out}).Run(ctx); err == nil || !strings.Contains(err.Error(), "409") {
 		t.Fatalf("second create: %v", err)
 	}
 	startAgent(t, grpcOptions(s.AgentAddr()), "cluster1")
@@ -125,13 +126,13 @@ func TestRESTListAndConsumers(t *testing.T) {
 		if manifestNames(w) != "cm-"+w.Name || appliedOf(w) != "cm-"+w.Name {
 			t.Fatalf("work %s from the list has manifests %q and status %+v", w.Name, manifestNames(w), w.Status)
 		}
-		if item.Href != BasePath+"/resource-bundles/"+item.ID || item.Version != 1 || item.Status["ObservedVersion"] != float64(1) {
+		if item.Href != restapi.BasePath+"/resource-bundles/"+item.ID || item.Version != 1 || item.Status["ObservedVersion"] != float64(1) {
 			t.Fatalf("item %s: href %s version %d status %v", item.ID, item.Href, item.Version, item.Status)
 		}
 	}
 
 	for _, bad := range []string{"source like 'h%'", "labels = 'x'", "source = 'a' or source = 'b'"} {
-		resp, err := http.Get("http://" + s.HTTPAddr() + BasePath + "/resource-bundles?search=" + url.QueryEscape(bad))
+		resp, err := http.Get("http://" + s.HTTPAddr() + restapi.BasePath + "/resource-bundles?search=" + url.QueryEscape(bad))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,20 +143,20 @@ func TestRESTListAndConsumers(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := (&ConsumerListOptions{ClientOptions: client, Out: &out}).Run(ctx); err != nil {
+	if err := (&restapi.ConsumerListOptions{ClientOptions: client, Out: &out}).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "cluster1") || !strings.Contains(out.String(), "cluster2") {
 		t.Fatalf("consumers list:\n%s", out.String())
 	}
-	if err := (&ConsumerDeleteOptions{ClientOptions: client, Name: "cluster2", Out: &out}).Run(ctx); err == nil || !strings.Contains(err.Error(), "409") {
+	if err := (&restapi.ConsumerDeleteOptions{ClientOptions: client, Name: "cluster2", Out: &out}).Run(ctx); err == nil || !strings.Contains(err.Error(), "409") {
 		t.Fatalf("delete of a consumer with works: %v", err)
 	}
 	if err := source.works("cluster2").Delete(ctx, "b1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.EventuallyTrue(t, waitTimeout, "cluster2 to be deletable", func() bool {
-		return (&ConsumerDeleteOptions{ClientOptions: client, Name: "cluster2", Out: &out}).Run(ctx) == nil
+		return (&restapi.ConsumerDeleteOptions{ClientOptions: client, Name: "cluster2", Out: &out}).Run(ctx) == nil
 	})
 	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, err := http.Get("http://" + s.HTTPAddr() + path)

@@ -27,6 +27,8 @@ import (
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
+
 	pbv1 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc/protobuf/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/types"
 )
@@ -270,7 +272,7 @@ func TestRESTAuthorization(t *testing.T) {
 	s, pki := securedServer(t)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.caPool, MinVersion: tls.VersionTLS12}}}
 	get := func(token, query string) int {
-		req, err := http.NewRequest(http.MethodGet, "https://"+s.HTTPAddr()+BasePath+"/resource-bundles?search="+query, nil)
+		req, err := http.NewRequest(http.MethodGet, "https://"+s.HTTPAddr()+restapi.BasePath+"/resource-bundles?search="+query, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/appstatus"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/server"
+	"github.com/argocd-pull/argocd-pull/internal/server/servertest"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
@@ -77,25 +78,7 @@ func (h kubeHub) get(ctx context.Context, ns, name string) (*workv1.ManifestWork
 // startServer runs argocd-pull server on a database of its own; consumers register on first use.
 func startServer(t testing.TB) *server.Server {
 	t.Helper()
-	db, err := postgres(t).CreateDatabase(context.Background(), fmt.Sprintf("sim_%d", time.Now().UnixNano()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := server.NewOptions()
-	o.DatabaseURL = db
-	o.SourceAddress, o.AgentAddress, o.HTTPAddress = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	o.AllowAnonymous = true
-	o.AutoRegisterConsumers = true
-	o.ShutdownTimeout = 5 * time.Second
-	if err := o.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	s := server.New(o)
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	return s
+	return servertest.Start(t, postgres(t), func(o *server.Options) { o.AutoRegisterConsumers = true })
 }
 
 // startSource connects the hub controller's grpc transport to the server.

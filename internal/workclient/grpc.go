@@ -2,15 +2,11 @@ package workclient
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"math"
-	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -30,11 +26,12 @@ import (
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/source/codec"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/clients"
-	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/cert"
 	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
 	grpcv2 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/v2/grpc"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/utils"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 )
 
 // GRPCOptions configure the grpc transport.
@@ -129,7 +126,7 @@ func (g *GRPC) run(ctx context.Context) {
 // listWorks lists the works from the server, again and again until it answers or ctx ends. It logs what it
 // waits for when that changes, not at every attempt.
 func (g *GRPC) listWorks(ctx context.Context) ([]*workv1.ManifestWork, error) {
-	logger := klog.FromContext(ctx).WithValues("source", g.sourceID, "server", g.lister.baseURL)
+	logger := klog.FromContext(ctx).WithValues("source", g.sourceID, "server", g.lister.client.URL())
 	backoff := listBackoff
 	start := time.Now()
 	logged := ""
@@ -198,50 +195,16 @@ func newSourceClient(ctx context.Context, o GRPCOptions, s *workStore, limit uti
 }
 
 func newRESTLister(cfg *grpcoptions.GRPCConfig, o GRPCOptions) (*restLister, error) {
-	token := cfg.Token
-	if token == "" && cfg.TokenFile != "" {
-		b, err := os.ReadFile(cfg.TokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("read token file %s: %w", cfg.TokenFile, err)
-		}
-		token = strings.TrimSpace(string(b))
+	// The grpc config's CA, client certificate and token serve the REST API too. The REST API is used only
+	// for the list at a start, so they are read once.
+	c, err := restapi.New(restapi.Config{
+		URL: o.RESTURL, Token: cfg.Token, TokenFile: cfg.TokenFile, Timeout: 2 * time.Minute,
+		TLS: restapi.TLS{CAData: cfg.CAData, CertData: cfg.ClientCertData, KeyData: cfg.ClientKeyData},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the grpc config's TLS or token for the REST API: %w", err)
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	if strings.HasPrefix(o.RESTURL, "https://") {
-		tlsConfig, err := restTLSConfig(cfg.CertConfig)
-		if err != nil {
-			return nil, err
-		}
-		transport.TLSClientConfig = tlsConfig
-	}
-	return &restLister{
-		baseURL:  o.RESTURL,
-		client:   &http.Client{Transport: transport, Timeout: 2 * time.Minute},
-		token:    token,
-		source:   o.SourceID,
-		pageSize: o.PageSize,
-	}, nil
-}
-
-// restTLSConfig trusts the config's CA and presents its client certificate, read once: the REST API is used
-// only for the list at a start.
-func restTLSConfig(c cert.CertConfig) (*tls.Config, error) {
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(c.CAData) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(c.CAData) {
-			return nil, errors.New("the grpc config's CA is not valid PEM")
-		}
-		tlsConfig.RootCAs = pool
-	}
-	if c.HasCerts() {
-		pair, err := tls.X509KeyPair(c.ClientCertData, c.ClientKeyData)
-		if err != nil {
-			return nil, fmt.Errorf("load the grpc config's client certificate: %w", err)
-		}
-		tlsConfig.Certificates = []tls.Certificate{pair}
-	}
-	return tlsConfig, nil
+	return &restLister{client: c, source: o.SourceID, pageSize: o.PageSize}, nil
 }
 
 // resyncOnSubscribe asks the server, after every (re)subscription, for the statuses that changed: one resync

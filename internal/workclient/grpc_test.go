@@ -1,13 +1,11 @@
 package workclient_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +31,8 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/server"
+	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
+	"github.com/argocd-pull/argocd-pull/internal/server/servertest"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
@@ -65,16 +65,7 @@ func run(m *testing.M) int {
 // startServer runs argocd-pull server on its own database and registers the consumers.
 func startServer(t *testing.T, consumers ...string) *server.Server {
 	t.Helper()
-	return startServerAt(t, newDatabase(t), serverAddrs{"127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"}, consumers...)
-}
-
-func newDatabase(t *testing.T) string {
-	t.Helper()
-	db, err := pg.CreateDatabase(context.Background(), fmt.Sprintf("workclient_%d", time.Now().UnixNano()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return startServerAt(t, servertest.NewDatabase(t, pg), serverAddrs{"127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"}, consumers...)
 }
 
 // serverAddrs are the server's source, agent and HTTP addresses.
@@ -94,36 +85,16 @@ func freeAddrs(t *testing.T) serverAddrs {
 // startServerAt runs argocd-pull server on a database and addresses, and registers the consumers.
 func startServerAt(t *testing.T, db string, addrs serverAddrs, consumers ...string) *server.Server {
 	t.Helper()
-	o := server.NewOptions()
-	o.DatabaseURL = db
+	o := servertest.Options(db)
 	o.SourceAddress, o.AgentAddress, o.HTTPAddress = addrs.source, addrs.agent, addrs.http
-	o.AllowAnonymous = true
-	o.ShutdownTimeout = 5 * time.Second
-	if err := o.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	s := server.New(o)
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	createConsumers(t, s, consumers...)
-	return s
-}
-
-func createConsumers(t *testing.T, s *server.Server, consumers ...string) {
-	t.Helper()
+	s := servertest.Run(t, o)
+	rest := servertest.Client(t, s)
 	for _, c := range consumers {
-		body, _ := json.Marshal(map[string]string{"name": c})
-		resp, err := http.Post("http://"+s.HTTPAddr()+server.BasePath+"/consumers", "application/json", bytes.NewReader(body))
-		if err != nil {
+		if _, err := rest.CreateConsumer(context.Background(), restapi.Consumer{Name: c}); err != nil {
 			t.Fatal(err)
 		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("create consumer %s: %s", c, resp.Status)
-		}
 	}
+	return s
 }
 
 // startTransport starts the grpc transport against the server and waits until it has listed the works; it
@@ -343,10 +314,10 @@ func TestStartBeforeServer(t *testing.T) {
 		t.Fatalf("ready without a server: %v", err)
 	}
 
-	db := newDatabase(t)
+	db := servertest.NewDatabase(t, pg)
 	s := startServerAt(t, db, addrs, "cluster1")
 	startAgent(t, s, "cluster1")
-	eventually(t, "the transport to list the works and be ready", func() error {
+	testutil.Eventually(t, "the transport to list the works and be ready", func() error {
 		if !g.Informer().HasSynced() {
 			return errors.New("not synced")
 		}
@@ -355,19 +326,19 @@ func TestStartBeforeServer(t *testing.T) {
 	if err := g.Apply(ctx, pullWork("cluster1", "w", "v1")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the work applied", func() error { return appliedAt(g, "cluster1", "w", 1) })
+	testutil.Eventually(t, "the work applied", func() error { return appliedAt(g, "cluster1", "w", 1) })
 
 	s.Stop()
-	eventually(t, "not ready while the server is away", func() error {
+	testutil.Eventually(t, "not ready while the server is away", func() error {
 		if g.Ready(ctx) == nil {
 			return errors.New("still ready")
 		}
 		return nil
 	})
 	s = startServerAt(t, db, addrs)
-	eventually(t, "ready again", func() error { return g.Ready(ctx) })
-	eventually(t, "an update published after the server's restart", func() error {
+	testutil.Eventually(t, "ready again", func() error { return g.Ready(ctx) })
+	testutil.Eventually(t, "an update published after the server's restart", func() error {
 		return g.Apply(ctx, pullWork("cluster1", "w", "v2"))
 	})
-	eventually(t, "the update applied", func() error { return appliedAt(g, "cluster1", "w", 2) })
+	testutil.Eventually(t, "the update applied", func() error { return appliedAt(g, "cluster1", "w", 2) })
 }

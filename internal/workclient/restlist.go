@@ -4,11 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,17 +12,12 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/utils"
+
+	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 )
 
-// bundleList is the page envelope of Maestro's REST API.
-type bundleList struct {
-	Page  int      `json:"page"`
-	Size  int      `json:"size"`
-	Total int      `json:"total"`
-	Items []bundle `json:"items"`
-}
-
-// bundle is a resource bundle of Maestro's REST API: one work's metadata, version and status.
+// bundle is what the list needs of a resource bundle (restapi.ResourceBundle): one work's metadata, version
+// and status, typed, without its manifests.
 type bundle struct {
 	ID           string          `json:"id"`
 	Name         string          `json:"name"`
@@ -46,9 +37,7 @@ type bundleStatus struct {
 
 // restLister pages through the resource bundles of one source on a Maestro(-compatible) server.
 type restLister struct {
-	baseURL  string
-	client   *http.Client
-	token    string
+	client   *restapi.Client
 	source   string
 	pageSize int
 }
@@ -74,56 +63,20 @@ func (l *restLister) list(ctx context.Context) ([]*workv1.ManifestWork, error) {
 	}
 }
 
-func (l *restLister) page(ctx context.Context, page int) (*bundleList, error) {
-	q := url.Values{}
-	q.Set("search", fmt.Sprintf("source = '%s'", strings.ReplaceAll(l.source, "'", "''")))
-	q.Set("page", strconv.Itoa(page))
-	q.Set("size", strconv.Itoa(l.pageSize))
-	u := strings.TrimSuffix(l.baseURL, "/") + "/api/maestro/v1/resource-bundles?" + q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("list resource bundles: %w", err)
-	}
-	if l.token != "" {
-		req.Header.Set("Authorization", "Bearer "+l.token)
-	}
-	resp, err := l.client.Do(req)
+func (l *restLister) page(ctx context.Context, page int) (*restapi.List[bundle], error) {
+	p, err := restapi.ListPage[bundle](ctx, l.client, restapi.ResourceBundlesPath,
+		restapi.Page{Page: page, Size: l.pageSize, Search: restapi.SourceSearch(l.source)})
 	if err != nil {
 		return nil, fmt.Errorf("list resource bundles page %d: %w", page, err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read resource bundles page %d: %w", page, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("list resource bundles page %d: %s: %s", page, resp.Status, strings.TrimSpace(string(body)))
-	}
-	out := &bundleList{}
-	if err := json.Unmarshal(body, out); err != nil {
-		return nil, fmt.Errorf("decode resource bundles page %d: %w", page, err)
-	}
-	return out, nil
+	return p, nil
 }
 
 // ready asks the server whether it is ready (its /readyz: serving, with its database reachable).
 func (l *restLister) ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(l.baseURL, "/")+"/readyz", nil)
-	if err != nil {
-		return fmt.Errorf("ask the server whether it is ready: %w", err)
-	}
-	resp, err := l.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("ask the server whether it is ready: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return fmt.Errorf("the server is not ready: %s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	return nil
+	return l.client.Ready(ctx)
 }
 
 // readyTimeout bounds a readiness question to the server.

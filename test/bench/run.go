@@ -2,11 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -20,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/localfleet"
+	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/sim"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
@@ -262,15 +259,13 @@ func startSimulator(ctx context.Context, sc Scenario, f *localfleet.System, clus
 		}},
 	}
 	if sc.Transport == workclient.TransportGRPC {
-		pool := x509.NewCertPool()
-		pem, err := os.ReadFile(f.CAFile())
+		tlsConfig, err := restapi.TLS{CAFile: f.CAFile()}.Config()
 		if err != nil {
 			return nil, err
 		}
-		pool.AppendCertsFromPEM(pem)
 		// One identity for every simulated cluster: the admin token, which may act as any agent.
 		cfg.GRPC = &grpcoptions.GRPCOptions{Dialer: &grpcoptions.GRPCDialer{URL: f.Server.Agent, Token: f.AdminToken,
-			TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+			TLSConfig: tlsConfig}}
 	} else {
 		hub := rest.CopyConfig(f.Env.Hub.Config())
 		hub.QPS, hub.Burst = sc.QPS, sc.Burst
@@ -405,23 +400,7 @@ func countWorks(ctx context.Context, f *localfleet.System) (int, error) {
 		}
 		return n, nil
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+f.Server.HTTP+"/api/maestro/v1/resource-bundles?size=1", nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+f.AdminToken)
-	resp, err := f.RESTClient().Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var list struct {
-		Total int `json:"total"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		return 0, err
-	}
-	return list.Total, nil
+	return f.ServerClient().CountResourceBundles(ctx)
 }
 
 func postgresSize(ctx context.Context, f *localfleet.System) (int64, error) {

@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -186,7 +184,7 @@ func testLifecycle(t *testing.T, transport string) {
 	}
 	testutil.EventuallyWithin(t, time.Minute, "no work left", func() error {
 		if transport == workclient.TransportGRPC {
-			n, err := serverWorks(f)
+			n, err := f.ServerClient().CountResourceBundles(ctx)
 			if err != nil || n != 0 {
 				return fmt.Errorf("%d works on the server (%v)", n, err)
 			}
@@ -241,28 +239,4 @@ func expectNoManifestWorks(t *testing.T, hub client.Client) {
 	if len(works.Items) != 0 {
 		t.Fatalf("%d ManifestWorks on the hub in the Maestro mode", len(works.Items))
 	}
-}
-
-// serverWorks counts the works argocd-pull server holds.
-func serverWorks(f *localfleet.System) (int, error) {
-	req, err := http.NewRequest(http.MethodGet, "https://"+f.Server.HTTP+"/api/maestro/v1/resource-bundles?size=1", nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+f.AdminToken)
-	resp, err := f.RESTClient().Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var list struct {
-		Total int `json:"total"`
-	}
-	if resp.StatusCode != http.StatusOK {
-		return 0, errors.New(resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		return 0, err
-	}
-	return list.Total, nil
 }
