@@ -13,6 +13,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/localfleet"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -50,7 +51,7 @@ func TestRecovery(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, 2*time.Minute, "every Application on its managed cluster", func() error {
+	testutil.EventuallyWithin(t, 2*time.Minute, "every Application on its managed cluster", func() error {
 		for _, c := range clusters {
 			for i := range appsPerCluster {
 				if err := get(ctx, spokes[c], argocd.NewApplication(), localfleet.ArgoCDNamespace, appName(c, i)); err != nil {
@@ -73,7 +74,7 @@ func TestRecovery(t *testing.T) {
 		}
 	}
 	setStatuses()
-	eventually(t, 2*time.Minute, "every status on the hub", func() error { return hubShows(ctx, hub, clusters, revision) })
+	testutil.EventuallyWithin(t, 2*time.Minute, "every status on the hub", func() error { return hubShows(ctx, hub, clusters, revision) })
 
 	agent1 := localfleet.ComponentAgent("cluster1")
 	for _, tc := range []struct {
@@ -106,7 +107,7 @@ func TestRecovery(t *testing.T) {
 				}
 			}
 			back := time.Now()
-			eventually(t, 3*time.Minute, "every hub Application with its cluster's current status", func() error {
+			testutil.EventuallyWithin(t, 3*time.Minute, "every hub Application with its cluster's current status", func() error {
 				return hubShows(ctx, hub, clusters, revision)
 			})
 			took := time.Since(back)
