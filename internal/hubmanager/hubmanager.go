@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -153,7 +154,7 @@ func (o *Options) Run(ctx context.Context) error {
 	reconnect.Install()
 	cfg, err := ctrl.GetConfig()
 	if o.Kubeconfig != "" {
-		cfg, err = clientcmdConfig(o.Kubeconfig)
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	}
 	if err != nil {
 		return fmt.Errorf("load hub kubeconfig: %w", err)
