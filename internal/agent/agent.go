@@ -25,22 +25,12 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	ocmfeature "open-cluster-management.io/api/feature"
 	ocmmanifests "open-cluster-management.io/ocm/manifests"
 	commonoptions "open-cluster-management.io/ocm/pkg/common/options"
-	"open-cluster-management.io/ocm/pkg/features"
 	"open-cluster-management.io/ocm/pkg/work/spoke"
 
 	"github.com/argocd-pull/argocd-pull/internal/reconnect"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
-)
-
-// Raw-JSON feedback limits. The hub's ManifestWork CRD caps a raw value at 1024 characters, so the kube driver
-// cannot carry more: larger status sections stay on the managed cluster and the hub shows the scalar fields.
-// Over gRPC the limit is the server's event size; 1 MiB holds any Application status.
-const (
-	KubeMaxJSONRawLength = 1024
-	GRPCMaxJSONRawLength = 1024 * 1024
 )
 
 const appliedManifestWorkCRD = "klusterlet/managed/0000_01_work.open-cluster-management.io_appliedmanifestworks.crd.yaml"
@@ -87,7 +77,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AgentID, "agent-id", o.AgentID, "ID of this agent (default <cluster-name>-agent)")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the agent on the managed cluster")
 	fs.Int32Var(&o.MaxJSONRawLength, "max-json-raw-length", o.MaxJSONRawLength,
-		fmt.Sprintf("Largest raw-JSON status feedback value (default %d for driver kube, the hub CRD's limit; %d for driver grpc)", KubeMaxJSONRawLength, GRPCMaxJSONRawLength))
+		fmt.Sprintf("Largest raw-JSON status feedback value (default %d for driver kube, the hub CRD's limit; %d for driver grpc)", workclient.KubeMaxJSONRawLength, workclient.GRPCMaxJSONRawLength))
 	fs.DurationVar(&o.StatusSyncInterval, "status-sync-interval", o.StatusSyncInterval, "How often status is read for manifests without watch-based feedback")
 	fs.StringVar(&o.HealthAddress, "health-address", o.HealthAddress, "Address of the /healthz endpoint (0 to disable)")
 	fs.BoolVar(&o.InstallCRDs, "install-crds", o.InstallCRDs, "Create the AppliedManifestWork CRD on the managed cluster when it is missing")
@@ -117,10 +107,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--max-json-raw-length must not be negative"))
 	}
 	if o.MaxJSONRawLength == 0 {
-		o.MaxJSONRawLength = KubeMaxJSONRawLength
-		if o.Driver == workclient.TransportGRPC {
-			o.MaxJSONRawLength = GRPCMaxJSONRawLength
-		}
+		o.MaxJSONRawLength = workclient.MaxJSONRawLength(o.Driver)
 	}
 	if o.ClientID == "" {
 		o.ClientID = o.ClusterName + "-work-agent"
@@ -148,7 +135,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := ensureNamespace(ctx, spokeConfig, o.Namespace); err != nil {
 		return err
 	}
-	if err := enableRawFeedback(); err != nil {
+	if err := workclient.EnableRawFeedback(); err != nil {
 		return err
 	}
 	health, err := o.serveHealth(ctx)
@@ -193,17 +180,6 @@ func (o *Options) spokeConfig() (*rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	return cfg, nil
-}
-
-// enableRawFeedback turns on the work agent's raw-JSON feedback (a process-wide feature gate).
-func enableRawFeedback() error {
-	if err := features.SpokeMutableFeatureGate.Add(ocmfeature.DefaultSpokeWorkFeatureGates); err != nil {
-		return fmt.Errorf("register work agent feature gates: %w", err)
-	}
-	if err := features.SpokeMutableFeatureGate.Set(string(ocmfeature.RawFeedbackJsonString) + "=true"); err != nil {
-		return fmt.Errorf("enable raw feedback: %w", err)
-	}
-	return nil
 }
 
 // ensureAppliedManifestWorkCRD creates the CRD the work agent needs on the managed cluster when it is missing.

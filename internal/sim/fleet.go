@@ -21,8 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	ocmfeature "open-cluster-management.io/api/feature"
-	"open-cluster-management.io/ocm/pkg/features"
 	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
 
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
@@ -224,7 +222,7 @@ func NewFleet(cfg Config) (*Fleet, error) {
 	if cfg.Argo.ResourcesPerApp < 0 {
 		return nil, errors.New("resources per application must not be negative")
 	}
-	if err := enableRawFeedback(); err != nil {
+	if err := workclient.EnableRawFeedback(); err != nil {
 		return nil, err
 	}
 	f := &Fleet{
@@ -248,37 +246,22 @@ func NewFleet(cfg Config) (*Fleet, error) {
 		if cfg.GRPC == nil || cfg.GRPC.Dialer == nil || cfg.GRPC.Dialer.URL == "" {
 			return nil, errors.New("the grpc transport needs the server's agent address")
 		}
-		if f.cfg.MaxJSONRawLength == 0 {
-			f.cfg.MaxJSONRawLength = GRPCMaxJSONRawLength
-		}
 		f.tr = newGRPCTransport(cfg.GRPC, cfg.ConnectParallelism)
 	case workclient.TransportKube:
 		if cfg.Hub == nil {
 			return nil, errors.New("the kube transport needs the hub's rest config")
 		}
-		if f.cfg.MaxJSONRawLength == 0 {
-			f.cfg.MaxJSONRawLength = KubeMaxJSONRawLength
-		}
 		f.tr = newKubeTransport(cfg.Hub)
 	default:
 		return nil, fmt.Errorf("unknown transport %q (want %s or %s)", cfg.Transport, workclient.TransportGRPC, workclient.TransportKube)
+	}
+	if f.cfg.MaxJSONRawLength == 0 {
+		f.cfg.MaxJSONRawLength = workclient.MaxJSONRawLength(cfg.Transport)
 	}
 	f.reader = newFeedbackReader(f.cfg.MaxJSONRawLength)
 	f.SetChurn(cfg.Churn)
 	f.registry = f.newRegistry()
 	return f, nil
-}
-
-// enableRawFeedback turns on the work agent's raw-JSON feedback, as `argocd-pull agent` does (a process-wide
-// feature gate; registering the same gates again is allowed).
-func enableRawFeedback() error {
-	if err := features.SpokeMutableFeatureGate.Add(ocmfeature.DefaultSpokeWorkFeatureGates); err != nil {
-		return fmt.Errorf("register work agent feature gates: %w", err)
-	}
-	if err := features.SpokeMutableFeatureGate.Set(string(ocmfeature.RawFeedbackJsonString) + "=true"); err != nil {
-		return fmt.Errorf("enable raw feedback: %w", err)
-	}
-	return nil
 }
 
 // Start connects the simulated clusters and runs them until ctx ends or Stop is called. It returns once every

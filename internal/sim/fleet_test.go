@@ -447,7 +447,7 @@ func TestKubeFleet(t *testing.T) {
 		}
 		for _, m := range w.Status.ResourceStatus.Manifests {
 			for _, v := range m.StatusFeedbacks.Values {
-				if v.Value.JsonRaw != nil && len(*v.Value.JsonRaw) > KubeMaxJSONRawLength {
+				if v.Value.JsonRaw != nil && len(*v.Value.JsonRaw) > workclient.KubeMaxJSONRawLength {
 					t.Errorf("work %s: feedback %s is %d long", w.Name, v.Name, len(*v.Value.JsonRaw))
 				}
 			}

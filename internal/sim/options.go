@@ -73,7 +73,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.Churn, "churn", o.Churn, "Random health or sync status changes per second across the fleet")
 	fs.IntVar(&o.ResourcesPerApp, "resources-per-app", o.ResourcesPerApp, "Resources each simulated Application reports in its status")
 	fs.Int32Var(&o.MaxJSONRawLength, "max-json-raw-length", o.MaxJSONRawLength,
-		fmt.Sprintf("Largest raw-JSON status feedback value (default %d for transport kube, the hub CRD's limit; %d for transport grpc)", KubeMaxJSONRawLength, GRPCMaxJSONRawLength))
+		fmt.Sprintf("Largest raw-JSON status feedback value (default %d for transport kube, the hub CRD's limit; %d for transport grpc)", workclient.KubeMaxJSONRawLength, workclient.GRPCMaxJSONRawLength))
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Works processed at once across the fleet")
 	fs.IntVar(&o.ConnectParallelism, "connect-parallelism", o.ConnectParallelism, "Clusters connecting at once at start (transport grpc)")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "Address of /metrics (0 to disable)")

@@ -21,13 +21,6 @@ import (
 // conditions, reasons and messages are the agent's; the feedback values are the agent's StatusReader's (see
 // feedbackReader).
 
-// Raw-JSON feedback limits of the two transports (see internal/agent): the hub's ManifestWork CRD caps a raw
-// value at 1024 characters; over gRPC the server's event size is the bound.
-const (
-	KubeMaxJSONRawLength = 1024
-	GRPCMaxJSONRawLength = 1024 * 1024
-)
-
 const statusFeedbackSynced = "StatusFeedbackSynced"
 
 // manifestResult is the outcome of applying one manifest of a work.

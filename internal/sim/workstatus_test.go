@@ -20,6 +20,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/application"
 	"github.com/argocd-pull/argocd-pull/internal/appstatus"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
 // deliveredWork returns the work the hub controller builds for a hub Application, as an agent decodes it.
@@ -68,7 +69,7 @@ func agentStatus(t *testing.T, w *workv1.ManifestWork, cfg *ArgoConfig, a *app, 
 // appstatus.StatusFromFeedback rebuilds the simulated status from it: whole under the gRPC limit; under the
 // kube limit, every section that fits and the scalar fields for the others, with the agent's condition.
 func TestFeedbackRoundTrip(t *testing.T) {
-	if err := enableRawFeedback(); err != nil {
+	if err := workclient.EnableRawFeedback(); err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -104,7 +105,7 @@ func TestFeedbackRoundTrip(t *testing.T) {
 			a.advance(t0.Add(time.Second))
 		}},
 	}
-	for _, limit := range []int32{KubeMaxJSONRawLength, GRPCMaxJSONRawLength} {
+	for _, limit := range []int32{workclient.KubeMaxJSONRawLength, workclient.GRPCMaxJSONRawLength} {
 		for _, s := range states {
 			t.Run(fmt.Sprintf("%s/limit %d", s.name, limit), func(t *testing.T) {
 				cfg := &ArgoConfig{SyncDelay: time.Second, InvalidRepo: regexp.MustCompile(`invalid`), ResourcesPerApp: s.resources}
@@ -244,7 +245,7 @@ func normalize(t *testing.T, v any) any {
 // TestAgentConditions: the conditions of a delivered work are the work agent's, for a work with a Namespace
 // manifest before its Application, and a new generation updates the observed generations.
 func TestAgentConditions(t *testing.T) {
-	if err := enableRawFeedback(); err != nil {
+	if err := workclient.EnableRawFeedback(); err != nil {
 		t.Fatal(err)
 	}
 	hub := hubApplication("guestbook", "https://git.example.com/apps.git", nil)
@@ -254,7 +255,7 @@ func TestAgentConditions(t *testing.T) {
 	a := &app{}
 	_, m := readManifests(w)
 	cfg.apply(a, m, time.Now(), time.Second)
-	obj, reader := agentStatus(t, w, cfg, a, GRPCMaxJSONRawLength)
+	obj, reader := agentStatus(t, w, cfg, a, workclient.GRPCMaxJSONRawLength)
 
 	type cond struct {
 		Type, Status, Reason string
@@ -338,7 +339,7 @@ func TestAgentConditions(t *testing.T) {
 	if meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied).ObservedGeneration != 2 {
 		t.Fatalf("applied condition = %+v", w.Status.Conditions)
 	}
-	agentStatus(t, w, cfg, a, GRPCMaxJSONRawLength)
+	agentStatus(t, w, cfg, a, workclient.GRPCMaxJSONRawLength)
 	check(2)
 }
 
@@ -356,7 +357,7 @@ func TestResourceOf(t *testing.T) {
 // BenchmarkAgentStatus measures what the simulated agent does for one status of one Application: build the
 // simulated status, read the feedback with the agent's reader and compose the work status.
 func BenchmarkAgentStatus(b *testing.B) {
-	if err := enableRawFeedback(); err != nil {
+	if err := workclient.EnableRawFeedback(); err != nil {
 		b.Fatal(err)
 	}
 	cfg := &ArgoConfig{SyncDelay: time.Second, ResourcesPerApp: 2}
@@ -368,7 +369,7 @@ func BenchmarkAgentStatus(b *testing.B) {
 	w := deliveredWork(t, hubApplication("guestbook", goodRepo, nil))
 	results, _ := readManifests(w)
 	w.Status = appliedStatus(w, results)
-	reader := newFeedbackReader(GRPCMaxJSONRawLength)
+	reader := newFeedbackReader(workclient.GRPCMaxJSONRawLength)
 	b.ReportAllocs()
 	for b.Loop() {
 		obj := argocd.NewApplication()
@@ -382,7 +383,7 @@ func BenchmarkAgentStatus(b *testing.B) {
 // TestFeedbackReader: the simulator's reader gives what the agent's StatusReader gives, values and errors,
 // for simple paths, paths it hands over to the agent's reader, and values of every type and size.
 func TestFeedbackReader(t *testing.T) {
-	if err := enableRawFeedback(); err != nil {
+	if err := workclient.EnableRawFeedback(); err != nil {
 		t.Fatal(err)
 	}
 	obj := &unstructured.Unstructured{}
@@ -416,7 +417,7 @@ func TestFeedbackReader(t *testing.T) {
 		{Type: workv1.JSONPathsType, JsonPaths: []workv1.JsonPath{{Name: "bigAgain", Path: ".status.big"}}},
 		{Type: workv1.WellKnownStatusType},
 	}
-	for _, limit := range []int32{KubeMaxJSONRawLength, GRPCMaxJSONRawLength} {
+	for _, limit := range []int32{workclient.KubeMaxJSONRawLength, workclient.GRPCMaxJSONRawLength} {
 		agent := statusfeedback.NewStatusReader().WithMaxJsonRawLength(limit)
 		fast := newFeedbackReader(limit)
 		for _, rule := range rules {
