@@ -1,6 +1,8 @@
 // Package agent runs on a managed cluster (`argocd-pull agent`): the OCM work agent, used as a library, which
 // pulls the cluster's works from the hub (driver kube) or from a Maestro-compatible server over CloudEvents
-// gRPC (driver grpc), applies them to the cluster and reports their status with raw-JSON feedback.
+// gRPC (driver grpc), applies them to the cluster and reports their status with raw-JSON feedback. It holds the only credentials the
+// cluster uses towards the hub (its own, for its own cluster) and dials out only; it never reads Secret data into a
+// work's status.
 package agent
 
 import (

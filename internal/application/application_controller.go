@@ -1,7 +1,9 @@
 // Package application delivers hub Argo CD Applications to managed clusters: it wraps each pull-model
 // Application into a ManifestWork, keeps the work in step with the Application, hands refreshes and sync
 // operations to the managed cluster, writes the managed cluster's status back into the hub Application, and
-// removes the work when the Application goes.
+// removes the work when the Application goes. It talks to the managed clusters only through
+// workclient, never to an apiserver of theirs, and it writes the hub Application's status and the finalizer
+// only: the spec is the user's.
 package application
 
 import (

@@ -2,7 +2,8 @@
 // Applications: the counts of its Applications by sync and health status, the ones that need attention with
 // their errors, and the resources it deploys. It is built from the Applications' status in the controller's
 // cache, event-driven and coalesced, so a burst of status changes costs at most one write per report per
-// interval. See docs/report.md.
+// interval. See docs/report.md. It reads Applications and writes reports only;
+// it never changes an Application.
 package appsetreport
 
 import (

@@ -3,7 +3,9 @@
 // hands the source to the plugin through argocd-cmp-server; the plugin renders it (plain YAML, Kustomize or
 // Helm, with their Go libraries) and prints one ManifestWork per target cluster, which the hub's Argo CD applies
 // to the hub and each cluster's OCM work agent applies to the cluster. The status feedback the agent returns
-// makes the ManifestWork health check (HealthLua) tell Argo CD the truth about the cluster.
+// makes the ManifestWork health check (HealthLua) tell Argo CD the truth about the cluster. It
+// reads its input from the repo server's working directory and environment and writes to stdout only: it calls
+// no API server.
 package cmp
 
 import (

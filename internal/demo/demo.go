@@ -1,7 +1,8 @@
 // Package demo is `argocd-pull demo`: it brings a whole fleet up on loopback (a hub and managed clusters,
 // PostgreSQL and argocd-pull server, an agent and a real Argo CD per cluster, the hub controller and Argo CD's
 // ApplicationSet controller), runs the sample ApplicationSet through it, and shows the fleet's Applications
-// from the hub until every one is Synced and Healthy. The fleet then keeps running until it is stopped.
+// from the hub until every one is Synced and Healthy. The fleet then keeps running until it is stopped. It owns the
+// sample and what the user is told; starting the processes is internal/localfleet's.
 package demo
 
 import (

@@ -1,7 +1,8 @@
 // Package gitopscluster registers the managed clusters an OCM Placement selects with Argo CD: for each
 // GitOpsCluster it keeps one Argo CD cluster secret (without credentials) per selected cluster in the Argo CD
 // namespace, and the ocm-placement-generator ConfigMap through which ApplicationSets' clusterDecisionResource
-// generator reads the PlacementDecisions.
+// generator reads the PlacementDecisions. It owns only the secrets and the
+// ConfigMap it labels as its own; Placements and PlacementDecisions belong to OCM's placement controller.
 package gitopscluster
 
 import (

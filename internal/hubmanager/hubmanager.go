@@ -1,6 +1,7 @@
-// Package controller runs the hub controllers of argocd-pull (`argocd-pull controller`): it builds the
+// Package hubmanager runs the hub controllers of argocd-pull (`argocd-pull controller`): it builds the
 // controller-runtime manager with a cache sized for large fleets, picks the transport, and registers the
-// reconcilers.
+// reconcilers. It wires; the reconcilers' logic lives in their own packages (application, appsetreport,
+// gitopscluster).
 package hubmanager
 
 import (

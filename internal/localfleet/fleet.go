@@ -1,7 +1,8 @@
-// Package fleet brings up a whole argocd-pull fleet on loopback: a hub and managed clusters (real
+// Package localfleet brings up a whole argocd-pull fleet on loopback: a hub and managed clusters (real
 // kube-apiservers), the hub controller, an agent and a real Argo CD per managed cluster, Argo CD's
 // ApplicationSet controller on the hub, a git server, and in the Maestro mode PostgreSQL and argocd-pull
-// server. The end-to-end tests and `argocd-pull demo` use it.
+// server. The end-to-end tests and `argocd-pull demo` use it. It runs the project's own binary and the
+// real components as processes, on loopback only, and keeps all their state below one directory.
 package localfleet
 
 import (

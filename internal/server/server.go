@@ -1,7 +1,8 @@
 // Package server is argocd-pull's Maestro-compatible CloudEvents server: sources (the hub controller) and
 // agents (managed clusters) speak sdk-go's CloudEventService over gRPC on two listeners, works are kept in
 // PostgreSQL, instances sharing a database tell each other about changes with LISTEN/NOTIFY, and an HTTP
-// listener serves a Maestro-compatible REST API, metrics and health.
+// listener serves a Maestro-compatible REST API, metrics and health. It keeps no state
+// that another instance needs outside PostgreSQL (package store), and it never dials an agent: agents dial it.
 package server
 
 import (

@@ -3,7 +3,8 @@
 // connection to the server (transport grpc), or one shared watcher of ManifestWorks on the hub writing work
 // status as the OCM work agent does (transport kube) — with an in-memory applier and a simulated local Argo CD
 // instead of a kube-apiserver and Argo CD. The work status it reports (conditions, feedback values, raw
-// limits) is the OCM work agent's, read by the agent's own feedback reader.
+// limits) is the OCM work agent's, read by the agent's own feedback reader. It is a simulator and says so: it
+// replaces kube-apiservers and Argo CD, never the hub side (controller, server, database), which run for real.
 package sim
 
 import (

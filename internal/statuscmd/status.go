@@ -1,7 +1,7 @@
-// Package status is `argocd-pull status`: a kubectl-style view of the fleet from the hub. It reads the hub's
+// Package statuscmd is `argocd-pull status`: a kubectl-style view of the fleet from the hub. It reads the hub's
 // pull-model Applications (whose status the controller keeps in step with the managed clusters, whatever the
 // transport) and shows each ApplicationSet's counts and each Application's cluster, sync, health and message;
-// with --watch it then follows the changes through a watch.
+// with --watch it then follows the changes through a watch. It only reads.
 package statuscmd
 
 import (

@@ -2,7 +2,8 @@
 // for delivering ManifestWorks and reading their status back, with two transports. The kube transport keeps
 // ManifestWork objects on the hub (the basic OCM pull model); the grpc transport publishes them as CloudEvents
 // to a Maestro-compatible server and keeps nothing in the hub's etcd. The controllers do not know which one
-// they run on.
+// they run on. It owns the transports' names and the raw-feedback limits each one
+// carries; it holds no controller logic.
 package workclient
 
 import (

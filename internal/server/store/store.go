@@ -1,5 +1,6 @@
 // Package store keeps the server's consumers and resources (works) in PostgreSQL and carries change
-// notifications between server instances that share one database.
+// notifications between server instances that share one database. It is the only
+// package that speaks SQL; it knows nothing of gRPC, CloudEvents or HTTP.
 package store
 
 import (
