@@ -188,6 +188,23 @@ func Scheme() *runtime.Scheme {
 
 // New builds the controllers on a hub.
 func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controllers, error) {
+	mgr, err := newManager(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	works, err := newWorks(ctx, mgr, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := setUpReconcilers(ctx, mgr, works, o); err != nil {
+		return nil, err
+	}
+	return &Controllers{Manager: mgr, Works: works}, nil
+}
+
+// newManager builds the manager: its cache holds only what the reconcilers read, in pages, without
+// managedFields.
+func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 
@@ -230,8 +247,13 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controllers, error
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("add ready check: %w", err)
 	}
+	return mgr, nil
+}
 
+// newWorks opens the transport; the manager is ready only while the transport is.
+func newWorks(ctx context.Context, mgr ctrl.Manager, o *Options) (workclient.Client, error) {
 	var works workclient.Client
+	var err error
 	switch o.Transport {
 	case workclient.TransportKube:
 		works, err = workclient.NewKube(ctx, mgr)
@@ -246,7 +268,11 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controllers, error
 	if err := mgr.AddReadyzCheck("works", func(r *http.Request) error { return works.Ready(r.Context()) }); err != nil {
 		return nil, fmt.Errorf("add ready check: %w", err)
 	}
+	return works, nil
+}
 
+// setUpReconcilers registers the Application reconciler and the optional GitOpsCluster and report ones.
+func setUpReconcilers(ctx context.Context, mgr ctrl.Manager, works workclient.Client, o *Options) error {
 	app := &application.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -255,20 +281,20 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controllers, error
 		Options:   o.Application,
 	}
 	if err := app.SetupWithManager(ctx, mgr); err != nil {
-		return nil, fmt.Errorf("set up application controller: %w", err)
+		return fmt.Errorf("set up application controller: %w", err)
 	}
 	if o.GitOpsCluster {
 		if err := (&gitopscluster.Reconciler{}).SetupWithManager(mgr); err != nil {
-			return nil, fmt.Errorf("set up gitopscluster controller: %w", err)
+			return fmt.Errorf("set up gitopscluster controller: %w", err)
 		}
 	}
 	if o.AppSetReport {
 		report := &appsetreport.Reconciler{Client: mgr.GetClient(), Options: o.AppSetReportOptions}
 		if err := report.SetupWithManager(ctx, mgr); err != nil {
-			return nil, fmt.Errorf("set up appsetreport controller: %w", err)
+			return fmt.Errorf("set up appsetreport controller: %w", err)
 		}
 	}
-	return &Controllers{Manager: mgr, Works: works}, nil
+	return nil
 }
 
 // Start runs the controllers until the context ends.
