@@ -38,4 +38,20 @@ func TestCompactApplication(t *testing.T) {
 	if refs := argocd.ParseResourceRefs(s.Resources); len(refs) != 1 || refs[0].Kind != "ConfigMap" || refs[0].Name != "cm" {
 		t.Fatalf("resources = %v", refs)
 	}
+
+	// The status as the controller writes it, with reconciledAt, is the same status.
+	written := map[string]any{argocd.StatusReconciledAt: "2026-11-25T05:00:00Z"}
+	for k, v := range status {
+		written[k] = v
+	}
+	if raw, err = json.Marshal(written); err != nil {
+		t.Fatal(err)
+	}
+	app = &argocd.Application{Status: raw}
+	if obj, err = compactApplication(app); err != nil {
+		t.Fatal(err)
+	}
+	if got := obj.(*argocd.Application).Summary.Hash; got != want {
+		t.Fatalf("hash with reconciledAt = %s, want %s", got, want)
+	}
 }

@@ -319,6 +319,11 @@ func TestRefreshAndOperation(t *testing.T) {
 		}
 		return nil
 	})
+	// Until the cluster begins the hub's operation, its operationState is an earlier operation's: the hub does
+	// not show it (argocd-server reset it when it set the operation).
+	if state, ok, _ := unstructured.NestedMap(getApp(t, c, ns, "ops").Object, "status", "operationState"); ok {
+		t.Fatalf("hub shows the earlier operation's state %v while its own operation waits", state)
+	}
 	// The cluster ran the hub's operation (its marker is in the operation state), still running.
 	w, _ = getWork(c, cluster, ns, "ops")
 	marker := application.OperationMarker(getApp(t, c, ns, "ops").Object["operation"], w.Annotations[application.AnnotationOperationBaseline])
@@ -327,14 +332,24 @@ func TestRefreshAndOperation(t *testing.T) {
 	}
 	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"), str(appstatus.FeedbackOperationMarker, marker),
 		str(appstatus.FeedbackOperationPhase, "Running"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:05:00Z"))
+	testutil.Eventually(t, "the running operation's state on the hub", func() error {
+		if phase, _, _ := unstructured.NestedString(getApp(t, c, ns, "ops").Object, "status", "operationState", "phase"); phase != "Running" {
+			return fmt.Errorf("operationState.phase = %q", phase)
+		}
+		return nil
+	})
 	testutil.Consistently(t, "operation kept while it runs", time.Second, func() error {
 		if getApp(t, c, ns, "ops").Object["operation"] == nil {
 			return errors.New("operation cleared while running")
 		}
 		return nil
 	})
+	// The cluster's clock is ahead of the hub's: reconciledAt still reaches the end of the operation, which
+	// `argocd app sync` waits for.
+	finished := time.Now().UTC().Add(time.Hour).Truncate(time.Second).Format(time.RFC3339)
 	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"), str(appstatus.FeedbackOperationMarker, marker),
-		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:05:00Z"))
+		str(appstatus.FeedbackOperationPhase, "Succeeded"), str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:05:00Z"),
+		str(appstatus.FeedbackOperationFinishedAt, finished))
 	testutil.Eventually(t, "operation handed off", func() error {
 		app := getApp(t, c, ns, "ops")
 		if app.Object["operation"] != nil {
@@ -342,6 +357,9 @@ func TestRefreshAndOperation(t *testing.T) {
 		}
 		if phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase"); phase != "Succeeded" {
 			return fmt.Errorf("operationState.phase = %q", phase)
+		}
+		if at, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt"); at != finished {
+			return fmt.Errorf("reconciledAt = %q, want the operation's end %s", at, finished)
 		}
 		return nil
 	})

@@ -106,6 +106,16 @@ func operationHandedOff(app *argocd.Application, work *workv1.ManifestWork, stat
 	default:
 		return false
 	}
+	return operationBegun(app, work)
+}
+
+// operationBegun reports whether the managed cluster has begun the hub's .operation: its last operation
+// carries the marker of the hub's operation.
+func operationBegun(app *argocd.Application, work *workv1.ManifestWork) bool {
+	op, err := app.OperationValue()
+	if err != nil || op == nil {
+		return false
+	}
 	marker := feedbackValue(work, appstatus.FeedbackOperationMarker)
 	return marker != "" && marker == OperationMarker(op, work.Annotations[AnnotationOperationBaseline])
 }

@@ -42,6 +42,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, er
 	summary := s.app.StatusSummary()
 	previous := summary.Conditions
 	desired := appstatus.Compose(delivery.Status, conditions, previous, now)
+	if work != nil && s.app.HasOperation() && !operationBegun(s.app, work) {
+		desired = appstatus.WithoutOperationState(desired)
+	}
 
 	var result ctrl.Result
 	if work != nil && !delivery.EverApplied && r.Options.ApplyTimeout > 0 && !work.CreationTimestamp.IsZero() {
@@ -59,7 +62,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, er
 		return result, nil
 	}
 	r.statuses.writing(key, hash, now)
-	if err := r.patchStatus(ctx, s.app, desired); err != nil {
+	if err := r.patchStatus(ctx, s.app, appstatus.WithReconciledAt(desired, now)); err != nil {
 		r.statuses.forget(key)
 		return result, err
 	}

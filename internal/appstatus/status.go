@@ -199,3 +199,41 @@ func metaCondition(conditions []metav1.Condition, t string) *metav1.Condition {
 	}
 	return nil
 }
+
+// WithReconciledAt returns the status with reconciledAt, the time the hub last reconciled the Application: now,
+// or the end of its operation when that is later (the managed cluster's clock may be ahead of the hub's).
+// `argocd app sync` and `app wait` wait for reconciledAt to reach the end of the operation before they return.
+// The managed cluster's own reconciledAt does not come back (see Sections), so the hub sets it when it writes
+// a status; argocd.StatusHash leaves it out, so it never causes a write by itself.
+func WithReconciledAt(status map[string]any, now time.Time) map[string]any {
+	at := now.UTC().Truncate(time.Second)
+	if state, ok := status["operationState"].(map[string]any); ok {
+		if s, ok := state["finishedAt"].(string); ok {
+			if finished, err := time.Parse(time.RFC3339, s); err == nil && finished.After(at) {
+				at = finished.UTC()
+			}
+		}
+	}
+	out := make(map[string]any, len(status)+1)
+	for k, v := range status {
+		out[k] = v
+	}
+	out[argocd.StatusReconciledAt] = at.Format(time.RFC3339)
+	return out
+}
+
+// WithoutOperationState returns the status without its operationState. While the managed cluster has not begun
+// the operation the hub asked for, its operationState is the one of an earlier operation: argocd-server resets
+// it when it sets an operation, and the hub must not bring it back.
+func WithoutOperationState(status map[string]any) map[string]any {
+	if _, ok := status["operationState"]; !ok {
+		return status
+	}
+	out := make(map[string]any, len(status))
+	for k, v := range status {
+		if k != "operationState" {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -244,3 +244,46 @@ func TestOperationMarkerPath(t *testing.T) {
 		t.Fatalf("no operation: results = %v, %v", results, err)
 	}
 }
+
+// TestWithReconciledAt: reconciledAt is the hub's time of the write, never before the end of the operation
+// (argocd app sync waits for reconciledAt >= operationState.finishedAt); the input is not changed.
+func TestWithReconciledAt(t *testing.T) {
+	now := time.Date(2026, 11, 25, 5, 0, 0, 700_000_000, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		status map[string]any
+		want   string
+	}{
+		{"no operation", map[string]any{"sync": map[string]any{"status": "Synced"}}, "2026-11-25T05:00:00Z"},
+		{"operation ended before", map[string]any{"operationState": map[string]any{"finishedAt": "2026-11-25T04:59:58Z"}}, "2026-11-25T05:00:00Z"},
+		{"cluster clock ahead", map[string]any{"operationState": map[string]any{"finishedAt": "2026-11-25T05:00:03Z"}}, "2026-11-25T05:00:03Z"},
+		{"operation running", map[string]any{"operationState": map[string]any{"phase": "Running"}}, "2026-11-25T05:00:00Z"},
+		{"bad finishedAt", map[string]any{"operationState": map[string]any{"finishedAt": "soon"}}, "2026-11-25T05:00:00Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := WithReconciledAt(tc.status, now)
+			if got[argocd.StatusReconciledAt] != tc.want {
+				t.Fatalf("reconciledAt = %v, want %s", got[argocd.StatusReconciledAt], tc.want)
+			}
+			if _, ok := tc.status[argocd.StatusReconciledAt]; ok {
+				t.Fatal("the input status was changed")
+			}
+			a, _ := argocd.StatusHash(tc.status)
+			b, _ := argocd.StatusHash(got)
+			if a != b {
+				t.Fatal("reconciledAt changes the status hash")
+			}
+		})
+	}
+}
+
+func TestWithoutOperationState(t *testing.T) {
+	in := map[string]any{"sync": "x", "operationState": map[string]any{"phase": "Succeeded"}}
+	got := WithoutOperationState(in)
+	if _, ok := got["operationState"]; ok || got["sync"] != "x" {
+		t.Fatalf("got %v", got)
+	}
+	if _, ok := in["operationState"]; !ok {
+		t.Fatal("the input status was changed")
+	}
+}

@@ -1,6 +1,7 @@
 package argocd
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -54,15 +55,48 @@ type Condition struct {
 	LastTransitionTime string `json:"lastTransitionTime,omitempty"`
 }
 
-// StatusHash hashes an Application status as its canonical JSON (what encoding/json writes, and what the
-// apiserver sends back for a custom resource), so a status already on the hub is recognised.
-func StatusHash(status any) (string, error) {
+// StatusReconciledAt is the status field with the time of the Application's last reconciliation. The hub
+// controller sets it when it writes a status and leaves it out of StatusHash: a status that differs from the
+// hub's in reconciledAt alone is already on the hub.
+const StatusReconciledAt = "reconciledAt"
+
+// StatusHash hashes an Application status, reconciledAt left out, as its canonical JSON (what encoding/json
+// writes, and what the apiserver sends back for a custom resource), so a status already on the hub is
+// recognised.
+func StatusHash(status map[string]any) (string, error) {
+	if _, ok := status[StatusReconciledAt]; ok {
+		without := make(map[string]any, len(status))
+		for k, v := range status {
+			if k != StatusReconciledAt {
+				without[k] = v
+			}
+		}
+		status = without
+	}
 	if status == nil {
 		status = map[string]any{}
 	}
 	data, err := json.Marshal(status)
 	if err != nil {
 		return "", fmt.Errorf("encode application status: %w", err)
+	}
+	return hashBytes(data), nil
+}
+
+// rawStatusHash is StatusHash of a status as the apiserver encoded it.
+func rawStatusHash(raw []byte) (string, error) {
+	if !bytes.Contains(raw, []byte(`"`+StatusReconciledAt+`"`)) {
+		return hashBytes(raw), nil
+	}
+	// Only the top level is decoded; the other fields keep their encoding, which is already canonical.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return "", err
+	}
+	delete(fields, StatusReconciledAt)
+	data, err := json.Marshal(fields)
+	if err != nil {
+		return "", err
 	}
 	return hashBytes(data), nil
 }
@@ -104,7 +138,10 @@ func (a *Application) Compact() error {
 		if err := json.Unmarshal(a.Status, &f); err != nil {
 			return fmt.Errorf("decode status of application %s/%s: %w", a.Namespace, a.Name, err)
 		}
-		s.Hash = hashBytes(a.Status)
+		var err error
+		if s.Hash, err = rawStatusHash(a.Status); err != nil {
+			return fmt.Errorf("decode status of application %s/%s: %w", a.Namespace, a.Name, err)
+		}
 		s.Sync, s.Revision = f.Sync.Status, f.Sync.Revision
 		s.Health, s.HealthMessage = f.Health.Status, f.Health.Message
 		s.OperationPhase, s.OperationStartedAt = f.OperationState.Phase, f.OperationState.StartedAt
