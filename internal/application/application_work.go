@@ -111,21 +111,7 @@ func BuildWork(app *unstructured.Unstructured, opts BuildOptions) (*workv1.Manif
 		return nil, err
 	}
 
-	var manifests []workv1.Manifest
-	var orphans []workv1.OrphaningRule
-	if spokeNS != opts.SpokeArgoCDNamespace {
-		manifests = append(manifests, manifest(namespaceObject(spokeNS)))
-		orphans = append(orphans, workv1.OrphaningRule{Resource: "namespaces", Name: spokeNS})
-	}
-	if opts.AppProject != nil {
-		proj := spokeAppProject(opts.AppProject, opts.SpokeArgoCDNamespace)
-		manifests = append(manifests, manifest(proj))
-		orphans = append(orphans, workv1.OrphaningRule{
-			Group: argocd.Group, Resource: "appprojects", Namespace: proj.GetNamespace(), Name: proj.GetName(),
-		})
-	}
-	manifests = append(manifests, manifest(payload))
-
+	manifests, orphans := workManifests(payload, spokeNS, opts)
 	name := opts.WorkName
 	if name == "" {
 		name = WorkName(app.GetNamespace(), app.GetName())
@@ -144,26 +130,7 @@ func BuildWork(app *unstructured.Unstructured, opts BuildOptions) (*workv1.Manif
 				PropagationPolicy: workv1.DeletePropagationPolicyTypeSelectivelyOrphan,
 				SelectivelyOrphan: &workv1.SelectivelyOrphan{OrphaningRules: orphans},
 			},
-			ManifestConfigs: []workv1.ManifestConfigOption{{
-				ResourceIdentifier: workv1.ResourceIdentifier{
-					Group: argocd.Group, Resource: "applications", Namespace: spokeNS, Name: app.GetName(),
-				},
-				FeedbackRules:      appstatus.FeedbackRules(),
-				FeedbackScrapeType: workv1.FeedbackWatchType,
-				UpdateStrategy: &workv1.UpdateStrategy{
-					Type: workv1.UpdateStrategyTypeServerSideApply,
-					ServerSideApply: &workv1.ServerSideApplyConfig{
-						Force:        true,
-						FieldManager: workv1.DefaultFieldManager,
-						// Argo CD on the managed cluster removes .operation when it has run it; the agent must not
-						// put it back. A new .operation from the hub changes the manifest and is applied.
-						IgnoreFields: []workv1.IgnoreField{{
-							Condition: workv1.IgnoreFieldsConditionOnSpokeChange,
-							JSONPaths: []string{".operation"},
-						}},
-					},
-				},
-			}},
+			ManifestConfigs: []workv1.ManifestConfigOption{applicationConfig(spokeNS, app.GetName())},
 		},
 	}
 	if appSet := argocd.OwningAppSet(app); appSet != "" {
@@ -183,6 +150,51 @@ func BuildWork(app *unstructured.Unstructured, opts BuildOptions) (*workv1.Manif
 	}
 	work.Annotations[AnnotationSpecHash] = hash
 	return work, nil
+}
+
+// workManifests returns the work's manifests: the spoke Application's namespace when it is not Argo CD's own, its
+// AppProject when the hub has one to copy, and the Application; the namespace and the AppProject are orphaned
+// when the work goes (other Applications may use them).
+func workManifests(payload *unstructured.Unstructured, spokeNS string, opts BuildOptions) ([]workv1.Manifest, []workv1.OrphaningRule) {
+	var manifests []workv1.Manifest
+	var orphans []workv1.OrphaningRule
+	if spokeNS != opts.SpokeArgoCDNamespace {
+		manifests = append(manifests, manifest(namespaceObject(spokeNS)))
+		orphans = append(orphans, workv1.OrphaningRule{Resource: "namespaces", Name: spokeNS})
+	}
+	if opts.AppProject != nil {
+		proj := spokeAppProject(opts.AppProject, opts.SpokeArgoCDNamespace)
+		manifests = append(manifests, manifest(proj))
+		orphans = append(orphans, workv1.OrphaningRule{
+			Group: argocd.Group, Resource: "appprojects", Namespace: proj.GetNamespace(), Name: proj.GetName(),
+		})
+	}
+	return append(manifests, manifest(payload)), orphans
+}
+
+// applicationConfig is how the agent treats the spoke Application: the status feedback it watches, and a
+// forced server-side apply that leaves the spoke's own removal of .operation alone.
+func applicationConfig(spokeNS, name string) workv1.ManifestConfigOption {
+	return workv1.ManifestConfigOption{
+		ResourceIdentifier: workv1.ResourceIdentifier{
+			Group: argocd.Group, Resource: "applications", Namespace: spokeNS, Name: name,
+		},
+		FeedbackRules:      appstatus.FeedbackRules(),
+		FeedbackScrapeType: workv1.FeedbackWatchType,
+		UpdateStrategy: &workv1.UpdateStrategy{
+			Type: workv1.UpdateStrategyTypeServerSideApply,
+			ServerSideApply: &workv1.ServerSideApplyConfig{
+				Force:        true,
+				FieldManager: workv1.DefaultFieldManager,
+				// Argo CD on the managed cluster removes .operation when it has run it; the agent must not
+				// put it back. A new .operation from the hub changes the manifest and is applied.
+				IgnoreFields: []workv1.IgnoreField{{
+					Condition: workv1.IgnoreFieldsConditionOnSpokeChange,
+					JSONPaths: []string{".operation"},
+				}},
+			},
+		},
+	}
 }
 
 // markedOperation returns the operation with argocd-pull's marker in its info (see
