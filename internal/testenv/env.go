@@ -103,41 +103,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	clusters := make([]*Cluster, len(names))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, name := range names {
-		g.Go(func() error {
-			c, err := startAPIServer(gctx, apiserverSpec{
-				name:    name,
-				dir:     filepath.Join(env.Dir, name),
-				etcdURL: env.etcd.URL,
-				users:   opts.Users,
-				saKey:   saKey,
-				args:    apiserverArgs(name, opts, env.ca),
-			})
-			if err != nil {
-				return fmt.Errorf("start cluster %s: %w", name, err)
-			}
-			clusters[i] = c
-			sets := []CRDSet{ArgoCDCRDs, OCMSpokeCRDs}
-			if name == HubName {
-				sets = []CRDSet{ArgoCDCRDs, OCMHubCRDs, ProjectCRDs}
-			}
-			var files []string
-			for _, set := range sets {
-				f, err := CRDFiles(set)
-				if err != nil {
-					return err
-				}
-				files = append(files, f...)
-			}
-			if err := InstallCRDs(gctx, c.Config(), files); err != nil {
-				return fmt.Errorf("install crds on %s: %w", name, err)
-			}
-			switch {
-			case opts.Workloads && name != HubName:
-				return c.startWorkloads(gctx, env.ca)
-			case opts.GarbageCollector || opts.Workloads:
-				return c.startGarbageCollector(gctx)
-			}
-			return nil
+		g.Go(func() (err error) {
+			clusters[i], err = env.startCluster(gctx, name, opts, saKey)
+			return err
 		})
 	}
 	if opts.Postgres {
@@ -162,6 +130,45 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, err
 	}
 	return env, nil
+}
+
+// startCluster starts one cluster's apiserver on the shared etcd, installs its CRDs (the hub's and a managed
+// cluster's sets differ) and its control loops: a managed cluster's workload controllers and KWOK, or the
+// garbage collector.
+func (e *Env) startCluster(ctx context.Context, name string, opts Options, saKey string) (*Cluster, error) {
+	c, err := startAPIServer(ctx, apiserverSpec{
+		name:    name,
+		dir:     filepath.Join(e.Dir, name),
+		etcdURL: e.etcd.URL,
+		users:   opts.Users,
+		saKey:   saKey,
+		args:    apiserverArgs(name, opts, e.ca),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start cluster %s: %w", name, err)
+	}
+	sets := []CRDSet{ArgoCDCRDs, OCMSpokeCRDs}
+	if name == HubName {
+		sets = []CRDSet{ArgoCDCRDs, OCMHubCRDs, ProjectCRDs}
+	}
+	var files []string
+	for _, set := range sets {
+		f, err := CRDFiles(set)
+		if err != nil {
+			return c, err
+		}
+		files = append(files, f...)
+	}
+	if err := InstallCRDs(ctx, c.Config(), files); err != nil {
+		return c, fmt.Errorf("install crds on %s: %w", name, err)
+	}
+	switch {
+	case opts.Workloads && name != HubName:
+		return c, c.startWorkloads(ctx, e.ca)
+	case opts.GarbageCollector || opts.Workloads:
+		return c, c.startGarbageCollector(ctx)
+	}
+	return c, nil
 }
 
 // Cluster returns a managed cluster by name.
