@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"testing"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -212,9 +211,13 @@ func (e *Env) stopProcesses() {
 // apiservers slowly, and still an error rather than a hang when one never comes up.
 const mainStartTimeout = 10 * time.Minute
 
+// Tests is what Main runs: a test package's *testing.M (an interface, so that the binaries that start
+// environments for the demo do not link package testing).
+type Tests interface{ Run() int }
+
 // Main starts an environment for a test package, runs its tests and stops it; use it from TestMain.
 // When a test fails the directory with every process's log is kept and its path printed.
-func Main(m *testing.M, opts Options, env **Env) int {
+func Main(m Tests, opts Options, env **Env) int {
 	ctx, cancel := context.WithTimeout(context.Background(), mainStartTimeout)
 	started, err := Start(WithProgress(ctx, func(s string) { fmt.Fprintln(os.Stderr, "testenv:", s) }), opts)
 	cancel()
