@@ -72,6 +72,8 @@ type Reconciler struct {
 	expected expectations
 	// statuses are the Application statuses written and not yet seen in the cache.
 	statuses statusExpectations
+	// refreshes are the refreshes handed to managed clusters in the last refreshWindow.
+	refreshes refreshes
 }
 
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch

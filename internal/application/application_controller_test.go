@@ -365,6 +365,86 @@ func TestRefreshAndOperation(t *testing.T) {
 	})
 }
 
+// TestRefreshStormAndHydrate: argocd-server sets a refresh with the hydrate annotation on every page view that
+// misses its cache. The refresh reaches the managed cluster, the hydrate annotation does not (the Application has
+// no source hydrator), and both are cleared on the hub; a normal refresh moments later is cleared on the hub
+// without another hand-off, a hard one is handed off.
+func TestRefreshStormAndHydrate(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	startController(t)
+
+	createApp(t, c, newApp(ns, "storm", cluster))
+	var w *workv1.ManifestWork
+	testutil.Eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "storm"); return err })
+	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"))
+
+	refresh := func(kind string) {
+		updateApp(t, c, ns, "storm", func(app *unstructured.Unstructured) {
+			a := app.GetAnnotations()
+			a[argocd.AnnotationRefresh] = kind
+			a[argocd.AnnotationHydrate] = "normal"
+			app.SetAnnotations(a)
+		})
+	}
+	clearedOnHub := func(what string) {
+		t.Helper()
+		testutil.Eventually(t, what, func() error {
+			a := getApp(t, c, ns, "storm").GetAnnotations()
+			if _, ok := a[argocd.AnnotationRefresh]; ok {
+				return errors.New("refresh still on the hub")
+			}
+			if _, ok := a[argocd.AnnotationHydrate]; ok {
+				return errors.New("hydrate still on the hub")
+			}
+			return nil
+		})
+	}
+
+	refresh("normal")
+	testutil.Eventually(t, "refresh delivered", func() (err error) {
+		if w, err = getWork(c, cluster, ns, "storm"); err != nil {
+			return err
+		}
+		if payloadApp(t, w).GetAnnotations()[argocd.AnnotationRefresh] != "normal" {
+			return errors.New("refresh not in the payload")
+		}
+		return nil
+	})
+	if _, ok := payloadApp(t, w).GetAnnotations()[argocd.AnnotationHydrate]; ok {
+		t.Fatal("the hydrate annotation is delivered to an Application without a source hydrator")
+	}
+	setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, "Synced"))
+	clearedOnHub("first refresh cleared on the hub")
+	testutil.Eventually(t, "refresh gone from the payload", func() (err error) {
+		if w, err = getWork(c, cluster, ns, "storm"); err != nil {
+			return err
+		}
+		if _, ok := payloadApp(t, w).GetAnnotations()[argocd.AnnotationRefresh]; ok {
+			return errors.New("refresh still in the payload")
+		}
+		return nil
+	})
+	generation := w.Generation
+
+	refresh("normal")
+	clearedOnHub("covered refresh cleared on the hub")
+	if w, err := getWork(c, cluster, ns, "storm"); err != nil || w.Generation != generation {
+		t.Fatalf("a refresh moments after the last one was handed off again (work generation %d, was %d, err %v)", w.Generation, generation, err)
+	}
+
+	refresh("hard")
+	testutil.Eventually(t, "hard refresh delivered", func() (err error) {
+		if w, err = getWork(c, cluster, ns, "storm"); err != nil {
+			return err
+		}
+		if payloadApp(t, w).GetAnnotations()[argocd.AnnotationRefresh] != "hard" {
+			return errors.New("hard refresh not in the payload")
+		}
+		return nil
+	})
+}
+
 // TestDelete: deleting a standalone hub Application deletes its work, then the Application goes.
 func TestDelete(t *testing.T) {
 	c := hubClient(t)

@@ -34,6 +34,9 @@ type state struct {
 	// desired is the work the Application should have; work is the one that exists (from the cache).
 	desired *workv1.ManifestWork
 	work    *workv1.ManifestWork
+	// refreshCovered: the Application's refresh is covered by one handed off moments ago; it is not delivered,
+	// only cleared on the hub.
+	refreshCovered bool
 }
 
 func (s *state) problem(conditionType, format string, args ...any) {
@@ -109,6 +112,14 @@ func (r *Reconciler) deliver(ctx context.Context, s *state) (ctrl.Result, error)
 	}
 	if s.payload, err = s.app.Unstructured(); err != nil {
 		return ctrl.Result{}, err
+	}
+	if refresh, ok := s.app.GetAnnotations()[argocd.AnnotationRefresh]; ok &&
+		r.refreshes.covered(client.ObjectKeyFromObject(s.app).String(), refresh == refreshHard, r.clock()) {
+		s.refreshCovered = true
+		annotations := s.payload.GetAnnotations()
+		delete(annotations, argocd.AnnotationRefresh)
+		delete(annotations, argocd.AnnotationHydrate)
+		s.payload.SetAnnotations(annotations)
 	}
 	desired, err := BuildWork(s.payload, BuildOptions{
 		Cluster:              s.cluster,

@@ -23,8 +23,12 @@ import (
 // noOperation is the operation baseline when the managed cluster had never run an operation.
 const noOperation = "none"
 
-// handOff clears, on the hub, what the managed cluster has taken over: the refresh annotation once the work
-// carrying it is applied, and the sync operation once the managed cluster has run it. On the hub the
+// refreshHard is the AnnotationRefresh value of a hard refresh.
+const refreshHard = "hard"
+
+// handOff clears, on the hub, what the managed cluster has taken over: the refresh annotation (and the hydrate
+// annotation argocd-server sets with it) once the work carrying it is applied, or at once when a refresh handed
+// off moments ago covers it, and the sync operation once the managed cluster has run it. On the hub the
 // Application is not reconciled by Argo CD, so nobody else clears them; left in place they would be applied
 // again with every later change, and `argocd app sync` would wait forever for the operation to end.
 func (r *Reconciler) handOff(ctx context.Context, s *state) (ctrl.Result, error) {
@@ -32,21 +36,28 @@ func (r *Reconciler) handOff(ctx context.Context, s *state) (ctrl.Result, error)
 		return ctrl.Result{}, nil
 	}
 	d := appstatus.FromWork(s.work, appstatus.Options{})
-	if !d.Applied {
-		return ctrl.Result{}, nil
-	}
-	refresh, clearRefresh := s.app.GetAnnotations()[argocd.AnnotationRefresh]
-	clearOperation := operationHandedOff(s.app, s.work, d.Status)
-	if !clearRefresh && !clearOperation {
+	annotations := s.app.GetAnnotations()
+	refresh, hasRefresh := annotations[argocd.AnnotationRefresh]
+	hydrate, hasHydrate := annotations[argocd.AnnotationHydrate]
+	clearRefresh := hasRefresh && (s.refreshCovered || d.Applied)
+	clearHydrate := hasHydrate && (s.refreshCovered || d.Applied)
+	clearOperation := d.Applied && operationHandedOff(s.app, s.work, d.Status)
+	if !clearRefresh && !clearHydrate && !clearOperation {
 		return ctrl.Result{}, nil
 	}
 	// Each removal is conditional on the value still being the one handed off ("test" ops), not on the
 	// Application's resourceVersion: status writes move that often while a sync runs, and a new refresh or
 	// operation set in the meantime must not be removed.
 	var ops []map[string]any
+	removeAnnotation := func(key, value string) {
+		path := "/metadata/annotations/" + jsonPointerEscape(key)
+		ops = append(ops, map[string]any{"op": "test", "path": path, "value": value}, map[string]any{"op": "remove", "path": path})
+	}
 	if clearRefresh {
-		path := "/metadata/annotations/" + jsonPointerEscape(argocd.AnnotationRefresh)
-		ops = append(ops, map[string]any{"op": "test", "path": path, "value": refresh}, map[string]any{"op": "remove", "path": path})
+		removeAnnotation(argocd.AnnotationRefresh, refresh)
+	}
+	if clearHydrate {
+		removeAnnotation(argocd.AnnotationHydrate, hydrate)
 	}
 	if clearOperation {
 		ops = append(ops, map[string]any{"op": "test", "path": "/operation", "value": s.app.Operation},
@@ -65,7 +76,11 @@ func (r *Reconciler) handOff(ctx context.Context, s *state) (ctrl.Result, error)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("clear refresh/operation on application %s: %w", klog.KObj(s.app), err)
 	}
-	log.FromContext(ctx).Info("Handed off to the managed cluster", "refresh", clearRefresh, "operation", clearOperation)
+	if clearRefresh && !s.refreshCovered {
+		r.refreshes.handedOff(client.ObjectKeyFromObject(s.app).String(), refresh == refreshHard, r.clock())
+	}
+	log.FromContext(ctx).Info("Handed off to the managed cluster", "refresh", clearRefresh && !s.refreshCovered,
+		"refreshCovered", clearRefresh && s.refreshCovered, "operation", clearOperation)
 	return ctrl.Result{}, nil
 }
 

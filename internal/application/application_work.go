@@ -263,6 +263,10 @@ func spokeApplication(app *unstructured.Unstructured, spokeNS, baseline string) 
 		argocd.AnnotationDestinationServer: true,
 		corev1.LastAppliedConfigAnnotation: true,
 	}
+	if _, ok := spec["sourceHydrator"]; !ok {
+		// Without a source hydrator the annotation means nothing on the managed cluster.
+		drop[argocd.AnnotationHydrate] = true
+	}
 	kept := map[string]string{}
 	for k, v := range annotations {
 		// argocd-pull's own annotations are about the hub copy (the cache's status hash among them).

@@ -361,3 +361,37 @@ func TestOperationMarker(t *testing.T) {
 		t.Errorf("info = %v", info)
 	}
 }
+
+// TestBuildWorkHydrateAnnotation: the hydrate annotation argocd-server sets with every refresh reaches the
+// managed cluster only for an Application with a source hydrator.
+func TestBuildWorkHydrateAnnotation(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		hydrator bool
+	}{{"plain source", false}, {"source hydrator", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := hubApp(func(a *unstructured.Unstructured) {
+				ann := a.GetAnnotations()
+				ann[argocd.AnnotationRefresh] = "normal"
+				ann[argocd.AnnotationHydrate] = "normal"
+				a.SetAnnotations(ann)
+				if tc.hydrator {
+					a.Object["spec"].(map[string]any)["sourceHydrator"] = map[string]any{
+						"drySource": map[string]any{"repoURL": "http://git/repo.git", "path": "dry", "targetRevision": "HEAD"},
+					}
+				}
+			})
+			work, err := BuildWork(app, BuildOptions{Cluster: "cluster1", SpokeArgoCDNamespace: "argocd"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := payload(t, work, "Application").GetAnnotations()
+			if _, ok := got[argocd.AnnotationHydrate]; ok != tc.hydrator {
+				t.Fatalf("hydrate annotation delivered = %v, want %v", ok, tc.hydrator)
+			}
+			if got[argocd.AnnotationRefresh] != "normal" {
+				t.Fatalf("refresh annotation = %q", got[argocd.AnnotationRefresh])
+			}
+		})
+	}
+}

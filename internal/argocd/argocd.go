@@ -49,6 +49,9 @@ const (
 	AnnotationSkipReconcile = "argocd.argoproj.io/skip-reconcile"
 	// AnnotationRefresh asks Argo CD to refresh an Application ("normal" or "hard").
 	AnnotationRefresh = "argocd.argoproj.io/refresh"
+	// AnnotationHydrate asks Argo CD's source hydrator to hydrate an Application; argocd-server sets it with
+	// every refresh, and Argo CD's controller removes it with the refresh.
+	AnnotationHydrate = "argocd.argoproj.io/hydrate"
 	// ResourcesFinalizer makes Argo CD delete an Application's resources with it (also with the suffixes
 	// /foreground and /background).
 	ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"
