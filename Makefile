@@ -93,10 +93,11 @@ test: setup build ## Run every test (unit, apiserver, PostgreSQL, end to end)
 	go test $(GO_TEST_FLAGS) $(PKGS)
 
 DEMO_DIR ?= $(CURDIR)/.demo
+DEMO_FLAGS ?=
 
 .PHONY: demo
-demo: setup build $(BIN)/kubectl ## Bring a whole fleet up on loopback, run an ApplicationSet through it, leave it running
-	$(BIN)/argocd-pull demo --detach --dir $(DEMO_DIR)
+demo: setup build $(BIN)/kubectl ## Bring a whole fleet up on loopback, run an ApplicationSet through it, leave it running (DEMO_FLAGS=--cmp: the CMP variant)
+	$(BIN)/argocd-pull demo --detach --dir $(DEMO_DIR) $(DEMO_FLAGS)
 
 .PHONY: demo-down
 demo-down: ## Stop the fleet of make demo

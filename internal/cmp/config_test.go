@@ -57,11 +57,14 @@ func TestConfigPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	gen, _ := plugin.Spec["generate"].(map[string]any)
-	if plugin.Kind != "ConfigManagementPlugin" || plugin.Metadata.Name != "argocd-pull" || gen == nil {
+	if plugin.Kind != "ConfigManagementPlugin" || plugin.Metadata.Name != PluginName || gen == nil {
 		t.Fatalf("plugin.yaml: %+v", plugin)
 	}
 	if cmd, _ := yaml.Marshal(gen["command"]); strings.TrimSpace(string(cmd)) != "- argocd-pull\n- cmp\n- generate" {
 		t.Errorf("generate command %s", cmd)
+	}
+	if cm.Data["plugin.yaml"] != PluginConfig {
+		t.Errorf("config/cmp/plugin.yaml's plugin.yaml differs from cmp.PluginConfig, which tests and the demo run:\n%s", cm.Data["plugin.yaml"])
 	}
 	if _, ok := plugin.Spec["discover"]; ok {
 		t.Error("the plugin discovers: Applications that do not name it would become ManifestWorks")

@@ -1,8 +1,10 @@
 // Package demo is `argocd-pull demo`: it brings a whole fleet up on loopback (a hub and managed clusters,
 // PostgreSQL and argocd-pull server, an agent and a real Argo CD per cluster, the hub controller and Argo CD's
 // ApplicationSet controller), runs the sample ApplicationSet through it, and shows the fleet's Applications
-// from the hub until every one is Synced and Healthy. The fleet then keeps running until it is stopped. It owns the
-// sample and what the user is told; starting the processes is internal/localfleet's.
+// from the hub until every one is Synced and Healthy. The fleet then keeps running until it is stopped. With
+// --cmp it runs the CMP variant instead: Argo CD on the hub with argocd-pull's plugin, the work agent alone on
+// the managed clusters. It owns the sample and what the user is told; starting the processes is
+// internal/localfleet's.
 package demo
 
 import (
@@ -32,6 +34,7 @@ type Options struct {
 	Dir       string
 	Clusters  int
 	Transport string
+	CMP       bool
 	Detach    bool
 	Timeout   time.Duration
 
@@ -48,6 +51,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Dir, "dir", o.Dir, "Directory of the fleet's state: kubeconfigs, certificates, logs (replaced at start)")
 	fs.IntVar(&o.Clusters, "clusters", o.Clusters, "Number of managed clusters")
 	fs.StringVar(&o.Transport, "transport", o.Transport, "grpc (Maestro mode: PostgreSQL and argocd-pull server) or kube (ManifestWorks on the hub)")
+	fs.BoolVar(&o.CMP, "cmp", o.CMP, "Run the CMP variant (docs/cmp.md): the hub's Argo CD renders the guestbook with argocd-pull's plugin into "+
+		"ManifestWorks and the managed clusters run only the work agent (implies --transport=kube)")
 	fs.BoolVar(&o.Detach, "detach", o.Detach, "Leave the fleet running in the background once it is up (stop it with `argocd-pull demo down`)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long the fleet may take to start and every Application to be Synced and Healthy")
 }
@@ -57,6 +62,9 @@ func (o *Options) Validate() error {
 	var errs []error
 	if o.Clusters < 1 || o.Clusters > 20 {
 		errs = append(errs, errors.New("--clusters must be between 1 and 20"))
+	}
+	if o.CMP {
+		o.Transport = workclient.TransportKube
 	}
 	if o.Transport != workclient.TransportGRPC && o.Transport != workclient.TransportKube {
 		errs = append(errs, fmt.Errorf("--transport must be %q or %q", workclient.TransportGRPC, workclient.TransportKube))
@@ -110,7 +118,7 @@ func (o *Options) foreground(ctx context.Context) error {
 	upCtx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	f, err := localfleet.Start(upCtx, localfleet.Options{
-		Dir: o.Dir, Clusters: clusters, Transport: o.Transport, Binary: self, ArgoCD: true,
+		Dir: o.Dir, Clusters: clusters, Transport: o.Transport, Binary: self, ArgoCD: true, CMP: o.CMP,
 		Progress: func(s string) { o.printf("==> %s\n", s) },
 	})
 	if err != nil {

@@ -31,7 +31,7 @@ func (o *Options) detach(ctx context.Context) error {
 	}
 	defer func() { _ = logFile.Close() }()
 	cmd := exec.Command(self, "demo", "--dir", o.Dir, "--clusters", strconv.Itoa(o.Clusters), //nolint:gosec // our own binary
-		"--transport", o.Transport, "--timeout", o.Timeout.String())
+		"--transport", o.Transport, "--cmp="+strconv.FormatBool(o.CMP), "--timeout", o.Timeout.String())
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

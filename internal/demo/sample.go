@@ -22,8 +22,12 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
-// sampleAppSet is the ApplicationSet the demo runs; REPO_URL is replaced with the fleet's git repository.
-const sampleAppSet = "config/samples/guestbook-applicationset.yaml"
+// The ApplicationSets the demo runs, for the pull model and for the CMP variant; REPO_URL is replaced with the
+// fleet's git repository.
+const (
+	sampleAppSet    = "config/samples/guestbook-applicationset.yaml"
+	sampleCMPAppSet = "config/samples/guestbook-cmp-applicationset.yaml"
+)
 
 // guestbook is the content of the sample git repository: Argo CD's familiar guestbook-ui Deployment and Service.
 // On the demo's managed clusters the Deployment gets a ReplicaSet and a Pod that KWOK runs (Running, Ready, with
@@ -70,7 +74,11 @@ func (o *Options) runSample(ctx context.Context, f *localfleet.System) error {
 	if err := f.Git.Commit(ctx, "guestbook", "guestbook", guestbook); err != nil {
 		return err
 	}
-	appset, err := loadAppSet(f.Git.URL("guestbook"))
+	sample := sampleAppSet
+	if o.CMP {
+		sample = sampleCMPAppSet
+	}
+	appset, err := loadAppSet(sample, f.Git.URL("guestbook"))
 	if err != nil {
 		return err
 	}
@@ -78,20 +86,27 @@ func (o *Options) runSample(ctx context.Context, f *localfleet.System) error {
 	if err != nil {
 		return fmt.Errorf("hub client: %w", err)
 	}
-	o.printf("==> applying the ApplicationSet %s/%s on the hub (%s)\n", appset.GetNamespace(), appset.GetName(), sampleAppSet)
+	o.printf("==> applying the ApplicationSet %s/%s on the hub (%s)\n", appset.GetNamespace(), appset.GetName(), sample)
 	if err := hub.Create(ctx, appset); err != nil {
 		return fmt.Errorf("create applicationset: %w", err)
 	}
-	o.printf("==> Applications on the hub, as the managed clusters report them:\n")
-	return o.watchUntilHealthy(ctx, hub, len(f.Clusters))
+	// Pull-model Applications carry the pull label; the CMP variant's are the hub's own Argo CD Applications.
+	selector := client.MatchingLabels{argocd.LabelPull: "true"}
+	if o.CMP {
+		o.printf("==> Applications on the hub, their health from the managed clusters' ManifestWork status:\n")
+		selector = client.MatchingLabels{}
+	} else {
+		o.printf("==> Applications on the hub, as the managed clusters report them:\n")
+	}
+	return o.watchUntilHealthy(ctx, hub, selector, len(f.Clusters))
 }
 
-func loadAppSet(repoURL string) (*unstructured.Unstructured, error) {
+func loadAppSet(sample, repoURL string) (*unstructured.Unstructured, error) {
 	root, err := testenv.ModuleRoot()
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(root, sampleAppSet)) //nolint:gosec // the repository's sample
+	data, err := os.ReadFile(filepath.Join(root, sample)) //nolint:gosec // the repository's sample
 	if err != nil {
 		return nil, fmt.Errorf("read sample applicationset: %w", err)
 	}
@@ -102,20 +117,19 @@ func loadAppSet(repoURL string) (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
-// watchUntilHealthy prints the table of pull-model Applications each time it changes, until there are want
+// watchUntilHealthy prints the table of the selected Applications each time it changes, until there are want
 // Applications and all are Synced and Healthy.
-func (o *Options) watchUntilHealthy(ctx context.Context, hub client.WithWatch, want int) error {
+func (o *Options) watchUntilHealthy(ctx context.Context, hub client.WithWatch, selector client.MatchingLabels, want int) error {
 	for {
 		list := argocd.NewApplicationList()
-		if err := hub.List(ctx, list, client.InNamespace(localfleet.ArgoCDNamespace), client.MatchingLabels{argocd.LabelPull: "true"}); err != nil {
+		if err := hub.List(ctx, list, client.InNamespace(localfleet.ArgoCDNamespace), selector); err != nil {
 			return fmt.Errorf("list applications: %w", err)
 		}
 		apps := map[string]*unstructured.Unstructured{}
 		for i := range list.Items {
 			apps[list.Items[i].GetName()] = &list.Items[i]
 		}
-		w, err := hub.Watch(ctx, argocd.NewApplicationList(), client.InNamespace(localfleet.ArgoCDNamespace),
-			client.MatchingLabels{argocd.LabelPull: "true"})
+		w, err := hub.Watch(ctx, argocd.NewApplicationList(), client.InNamespace(localfleet.ArgoCDNamespace), selector)
 		if err != nil {
 			return fmt.Errorf("watch applications: %w", err)
 		}
@@ -249,8 +263,13 @@ func (o *Options) printInstructions(f *localfleet.System) {
 	o.printf("  %s --kubeconfig %s get applications -A\n", kubectl, f.Env.Hub.Kubeconfig)
 	o.printf("  %s status --kubeconfig %s\n", self, f.Env.Hub.Kubeconfig)
 	o.printf("  %s --kubeconfig %s get applicationsets,gitopsclusters,placementdecisions -n argocd\n", kubectl, f.Env.Hub.Kubeconfig)
-	o.printf("and on a managed cluster:\n")
-	o.printf("  %s --kubeconfig %s get applications -n argocd\n", kubectl, f.Env.Cluster(f.Clusters[0]).Kubeconfig)
+	if f.CMP {
+		o.printf("  %s --kubeconfig %s get manifestworks -n %s -o yaml   # the work, its status and feedback\n", kubectl, f.Env.Hub.Kubeconfig, f.Clusters[0])
+		o.printf("and on a managed cluster (no Argo CD there):\n")
+	} else {
+		o.printf("and on a managed cluster:\n")
+		o.printf("  %s --kubeconfig %s get applications -n argocd\n", kubectl, f.Env.Cluster(f.Clusters[0]).Kubeconfig)
+	}
 	o.printf("  %s --kubeconfig %s get deployments,replicasets,pods,services -n guestbook\n", kubectl, f.Env.Cluster(f.Clusters[0]).Kubeconfig)
 	o.printf("  %s --kubeconfig %s logs -n guestbook deployment/guestbook-ui\n", kubectl, f.Env.Cluster(f.Clusters[0]).Kubeconfig)
 	if f.Transport == workclient.TransportGRPC {

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/argocd-pull/argocd-pull/internal/cmp"
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
@@ -37,6 +38,11 @@ type Options struct {
 	// with its web UI, a repo server, redis) and the ApplicationSet controller. The managed clusters then also
 	// run Deployments: controllers, a scheduler and a KWOK node (testenv.Options.Workloads).
 	ArgoCD bool
+	// CMP runs the CMP variant with ArgoCD (docs/cmp.md): the hub's Argo CD reconciles Applications itself, with
+	// its application controller, argocd-pull's Config Management Plugin as an argocd-cmp-server sidecar of its
+	// repo server and the ManifestWork health check in argocd-cm; the managed clusters run the work agent and no
+	// Argo CD. It needs the kube transport (the works are ManifestWork objects on the hub).
+	CMP bool
 	// Simulated leaves the managed clusters to a simulator (argocd-pull sim): no managed apiservers, agents or
 	// Argo CD are started; the clusters are registered on the hub and, in the Maestro mode, on the server.
 	Simulated bool
@@ -89,6 +95,9 @@ const ArgoCDNamespace = "argocd"
 func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if o.Transport == "" {
 		o.Transport = workclient.TransportGRPC
+	}
+	if o.CMP && (o.Transport != workclient.TransportKube || !o.ArgoCD) {
+		return nil, errors.New("the CMP variant needs the kube transport and Argo CD")
 	}
 	f := &System{Options: o, agents: map[string]*testenv.Process{}, argocd: map[string]*testenv.ArgoCD{}, tokens: map[string]string{}}
 	ctx = testenv.WithProgress(ctx, func(s string) { f.progress("%s", s) })
@@ -303,17 +312,27 @@ func (f *System) startControllerProcess() error {
 // startArgoCD starts Argo CD on every managed cluster and the hub's Argo CD console, in parallel, then the
 // ApplicationSet controller on the hub with the hub's repo server.
 func (f *System) startArgoCD(ctx context.Context) error {
-	f.progress("starting Argo CD (redis, repo server, application controller) on %s, and on the hub argocd-server "+
-		"with its web UI, a repo server and the ApplicationSet controller", strings.Join(f.Clusters, ", "))
+	if f.CMP {
+		f.progress("starting Argo CD on the hub: argocd-server with its web UI, a repo server with argocd-pull's plugin " +
+			"(argocd-cmp-server), the application controller and the ApplicationSet controller; no Argo CD on the managed clusters")
+	} else {
+		f.progress("starting Argo CD (redis, repo server, application controller) on %s, and on the hub argocd-server "+
+			"with its web UI, a repo server and the ApplicationSet controller", strings.Join(f.Clusters, ", "))
+	}
 	argos := make([]*testenv.ArgoCD, len(f.Clusters))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		var err error
-		f.HubArgoCD, err = testenv.StartHubArgoCD(gctx, f.Env.Hub, testenv.HubArgoCDOptions{
-			Dir: filepath.Join(f.Dir, "argocd-hub"), Namespace: ArgoCDNamespace})
+		opts, err := f.hubArgoCDOptions()
+		if err != nil {
+			return err
+		}
+		f.HubArgoCD, err = testenv.StartHubArgoCD(gctx, f.Env.Hub, opts)
 		return err
 	})
 	for i, c := range f.Clusters {
+		if f.CMP {
+			break
+		}
 		g.Go(func() error {
 			a, err := testenv.StartArgoCD(gctx, f.Env.Cluster(c), testenv.ArgoCDOptions{
 				Dir: filepath.Join(f.Dir, "argocd-"+c), Namespace: ArgoCDNamespace, Forward: []string{f.Git.Addr},
@@ -335,6 +354,33 @@ func (f *System) startArgoCD(ctx context.Context) error {
 	f.appset, err = testenv.StartApplicationSetController(ctx, f.Env.Hub, ArgoCDNamespace,
 		filepath.Join(f.Dir, "applicationset-controller"), f.HubArgoCD.RepoServer)
 	return err
+}
+
+// hubArgoCDOptions are the settings of the hub's Argo CD; in the CMP variant with its application controller,
+// argocd-pull's plugin (this fleet's binary, reading Applications with the hub's admin kubeconfig) and the
+// ManifestWork health check.
+func (f *System) hubArgoCDOptions() (testenv.HubArgoCDOptions, error) {
+	opts := testenv.HubArgoCDOptions{Dir: filepath.Join(f.Dir, "argocd-hub"), Namespace: ArgoCDNamespace}
+	if !f.CMP {
+		return opts, nil
+	}
+	// The plugin's generate command is `argocd-pull cmp generate`, found on its PATH.
+	binDir := filepath.Join(f.Dir, "argocd-hub", "argocd-pull-bin")
+	if err := os.MkdirAll(binDir, 0o750); err != nil {
+		return opts, fmt.Errorf("create %s: %w", binDir, err)
+	}
+	bin, err := filepath.Abs(f.Binary)
+	if err != nil {
+		return opts, err
+	}
+	if err := os.Symlink(bin, filepath.Join(binDir, "argocd-pull")); err != nil && !os.IsExist(err) {
+		return opts, fmt.Errorf("link argocd-pull for the plugin: %w", err)
+	}
+	opts.ApplicationController = true
+	opts.Plugins = []testenv.CMPPlugin{{Name: cmp.PluginName, Config: []byte(cmp.PluginConfig), Path: []string{binDir},
+		Env: []string{"KUBECONFIG=" + f.Env.Hub.Kubeconfig}}}
+	opts.Settings = map[string]string{cmp.HealthCustomizationKey: cmp.HealthLua, "timeout.reconciliation": "30s"}
+	return opts, nil
 }
 
 // Stop stops everything.

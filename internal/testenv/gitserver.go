@@ -63,7 +63,8 @@ func StartGitServer(dir string) (*GitServer, error) {
 // URL returns the clone URL of a repository.
 func (g *GitServer) URL(repo string) string { return "http://" + g.Addr + "/" + repo + ".git" }
 
-// Commit writes files into a repository (creating it on first use) and commits them on its main branch.
+// Commit writes files into a repository (creating it on first use) and commits them on its main branch; a file
+// with empty content is removed.
 func (g *GitServer) Commit(ctx context.Context, repo, message string, files map[string]string) error {
 	bare := filepath.Join(g.root, repo+".git")
 	work := filepath.Join(g.root, ".work", repo)
@@ -77,6 +78,12 @@ func (g *GitServer) Commit(ctx context.Context, repo, message string, files map[
 	}
 	for name, content := range files {
 		path := filepath.Join(work, name)
+		if content == "" {
+			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+				return fmt.Errorf("remove %s: %w", name, err)
+			}
+			continue
+		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return fmt.Errorf("create dir for %s: %w", name, err)
 		}

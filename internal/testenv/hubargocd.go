@@ -33,6 +33,7 @@ type HubArgoCD struct {
 	Namespace string
 
 	procs []*Process
+	netns *NetNS
 }
 
 // HubArgoCDOptions configure StartHubArgoCD.
@@ -43,6 +44,13 @@ type HubArgoCDOptions struct {
 	Namespace string
 	// AdminPassword is the admin user's password; a random one when empty.
 	AdminPassword string
+	// ApplicationController also runs Argo CD's application controller, for Applications the hub's Argo CD
+	// reconciles itself (the CMP variant), with https://kubernetes.default.svc meaning the hub.
+	ApplicationController bool
+	// Plugins run as argocd-cmp-server sidecars of the repo server.
+	Plugins []CMPPlugin
+	// Settings are added to argocd-cm (resource customizations, timeout.reconciliation).
+	Settings map[string]string
 }
 
 // StartHubArgoCD prepares Argo CD's namespace on the hub (settings, the admin password) and starts redis, a
@@ -59,6 +67,9 @@ func StartHubArgoCD(ctx context.Context, hub *Cluster, o HubArgoCDOptions) (_ *H
 		return nil, err
 	}
 	if err := setAdminPassword(ctx, hub, o.Namespace, o.AdminPassword); err != nil {
+		return nil, err
+	}
+	if err := addSettings(ctx, hub, o.Namespace, o.Settings); err != nil {
 		return nil, err
 	}
 	redis, err := SystemBinary("redis-server", redisBinDirs...)
@@ -99,6 +110,13 @@ func StartHubArgoCD(ctx context.Context, hub *Cluster, o HubArgoCDOptions) (_ *H
 		}
 	}()
 	env := []string{"KUBECONFIG=" + kubeconfig, "TMPDIR=" + scratch, "HOME=" + scratch, "ARGOCD_GPG_ENABLED=false"}
+	if len(o.Plugins) > 0 {
+		sockets, err := a.startHubPlugins(ctx, o.Dir, o.Plugins)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, "ARGOCD_PLUGINSOCKFILEPATH="+sockets)
+	}
 	specs := []ProcessSpec{{
 		Name: "redis-hub", Path: redis,
 		Args: []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(ports[2]), "--save", "", "--appendonly", "no"},
@@ -136,6 +154,11 @@ func StartHubArgoCD(ctx context.Context, hub *Cluster, o HubArgoCDOptions) (_ *H
 	if err != nil {
 		return nil, err
 	}
+	if o.ApplicationController {
+		if err := a.startHubApplicationController(ctx, hub, o.Dir, kubeconfig, scratch); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
 }
 
@@ -171,10 +194,14 @@ func (a *HubArgoCD) Login(ctx context.Context) (string, error) {
 	return session.Token, nil
 }
 
-// Stop stops argocd-server, the repo server and redis.
+// Stop stops argocd-server, the repo server, redis and, when they run, the application controller and the
+// plugins.
 func (a *HubArgoCD) Stop() {
 	for i := len(a.procs) - 1; i >= 0; i-- {
 		a.procs[i].Stop(10 * time.Second)
+	}
+	if a.netns != nil {
+		a.netns.Stop()
 	}
 }
 

@@ -10,19 +10,34 @@ import (
 )
 
 // TestDemo runs `argocd-pull demo` as `make demo` does (detached, one managed cluster to keep it short): it
-// returns once every Application is Synced and Healthy, leaves the fleet running, and `demo down` stops it.
+// returns once every Application is Synced and Healthy, leaves the fleet running, and `demo down` stops it. The
+// second run is the CMP variant (`make demo DEMO_FLAGS=--cmp`).
 func TestDemo(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		want  []string
+	}{
+		{name: "pull", want: []string{"cluster1-guestbook  Synced  Healthy", "get applications -A"}},
+		{name: "cmp", flags: []string{"--cmp"}, want: []string{"cluster1-guestbook-cmp  Synced  Healthy", "get manifestworks -n cluster1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testDemo(t, tc.flags, tc.want) })
+	}
+}
+
+func testDemo(t *testing.T, flags, want []string) {
 	dir := filepath.Join(t.TempDir(), "demo")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, binary, "demo", "--detach", "--dir", dir, "--clusters", "1").CombinedOutput() //nolint:gosec // our binary
+	args := append([]string{"demo", "--detach", "--dir", dir, "--clusters", "1"}, flags...)
+	out, err := exec.CommandContext(ctx, binary, args...).CombinedOutput() //nolint:gosec // our binary
 	t.Cleanup(func() {
 		_ = exec.Command(binary, "demo", "down", "--dir", dir).Run() //nolint:gosec // our binary
 	})
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}
-	for _, want := range []string{"cluster1-guestbook  Synced  Healthy", "The fleet is running.", "get applications -A", "make demo-down"} {
+	for _, want := range append(want, "The fleet is running.", "make demo-down") {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
