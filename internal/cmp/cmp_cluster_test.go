@@ -133,7 +133,7 @@ func TestOnRealClusters(t *testing.T) {
 	spoke := kubernetes.NewForConfigOrDie(env.Cluster("cluster1").Config())
 
 	t.Run("the agent applies the work and reports what the health check reads", func(t *testing.T) {
-		live := waitWork(t, ctx, hubDyn, "cluster1-web", "applied and available", func(w *unstructured.Unstructured) error {
+		waitWork(t, ctx, hubDyn, "cluster1-web", "applied and available", func(w *unstructured.Unstructured) error {
 			return appliedAndAvailable(w)
 		})
 		if _, err := spoke.AppsV1().Deployments("web").Get(ctx, "web", metav1.GetOptions{}); err != nil {
@@ -141,7 +141,7 @@ func TestOnRealClusters(t *testing.T) {
 		}
 		// No deployment controller runs on this cluster: the Deployment's status stays empty, and the agent
 		// reports its generation from the object's root, as the health check needs.
-		live = waitWork(t, ctx, hubDyn, "cluster1-web", "deployment feedback", func(w *unstructured.Unstructured) error {
+		live := waitWork(t, ctx, hubDyn, "cluster1-web", "deployment feedback", func(w *unstructured.Unstructured) error {
 			if v := feedbackValue(w, "Deployment", "Generation"); v != int64(1) {
 				return fmt.Errorf("Generation feedback %v", v)
 			}
