@@ -51,6 +51,12 @@ func TestSmallBenchmark(t *testing.T) {
 		if r.Usage["controller"].PeakRSSBytes == 0 || r.Requests["POST"] < 200 {
 			t.Errorf("%s: usage %v, requests %v", tr, r.Usage, r.Requests)
 		}
+		n := float64(r.Applications)
+		if r.FloorCPU <= 0 || r.SyncedCPU <= 0 || r.FloorRequests["POST applications"] != n ||
+			r.FloorRequests["PATCH applications"] != n || r.SyncedRequests["POST applications"] < n {
+			t.Errorf("%s: cost: floor %.2f CPU s, fleet %.2f CPU s; floor requests %v; fleet requests %v",
+				tr, r.FloorCPU, r.SyncedCPU, r.FloorRequests, r.SyncedRequests)
+		}
 		results = append(results, r)
 	}
 	for _, plot := range []func([]*Result, string) error{plotProgress, plotMemory} {

@@ -25,7 +25,7 @@ import (
 // requestCounts are the hub apiserver's requests by verb (apiserver_request_total).
 type requestCounts map[string]float64
 
-// hubRequests scrapes the apiserver's request counters, by verb and by "verb resource".
+// hubRequests scrapes the apiserver's request counters, by verb and by "verb resource[/subresource]".
 func hubRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -54,6 +54,9 @@ func hubRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
 			continue
 		}
 		verb, resource := label(labels, "verb"), label(labels, "resource")
+		if sub := label(labels, "subresource"); sub != "" {
+			resource += "/" + sub
+		}
 		counts[verb] += v
 		counts[verb+" "+resource] += v
 	}

@@ -43,6 +43,23 @@ func markdown(results []*Result, command, machine string) string {
 		}
 		return fmt.Sprintf("%.2f×", r.Ratio())
 	})
+	// The hub's cost per Application, in CPU time (comparable from run to run on a shared machine, where wall
+	// time is not) and in apiserver requests, beside the floor's for the same Applications.
+	perApp := func(v float64, r *Result) float64 { return v / float64(r.Applications) }
+	row("hub-side CPU ms per Application: fleet / floor", func(r *Result) string {
+		if r.SyncedCPU == 0 || r.FloorCPU == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f / %.1f (%.2f×)", 1000*perApp(r.SyncedCPU, r), 1000*perApp(r.FloorCPU, r), r.SyncedCPU/r.FloorCPU)
+	})
+	for _, k := range requestKinds(results) {
+		row("hub requests per Application until Synced: "+k+" (fleet / floor)", func(r *Result) string {
+			if r.SyncedRequests == nil {
+				return "–"
+			}
+			return fmt.Sprintf("%.2f / %.2f", perApp(r.SyncedRequests[k], r), perApp(r.FloorRequests[k], r))
+		})
+	}
 	// The fleet is watched at rest once every Application is Synced/Healthy, and orphans are counted once
 	// everything is deleted: a run that stopped before has no figure for them.
 	row("at rest: status events / min", func(r *Result) string {
@@ -79,6 +96,30 @@ func markdown(results []*Result, command, machine string) string {
 		row("hub apiserver requests: "+verb, func(r *Result) string { return fmt.Sprintf("%.0f", r.Requests[verb]) })
 	}
 	return b.String()
+}
+
+// requestKinds are the "verb resource" request counts the table shows per Application: the writes and the
+// reads that are not watches, of any resource the fleet or the floor touched at least once per 100
+// Applications. (Argo CD's Application has no status subresource: its status is written with PATCH
+// applications.)
+func requestKinds(results []*Result) []string {
+	seen := map[string]bool{}
+	for _, r := range results {
+		for _, counts := range []requestCounts{r.SyncedRequests, r.FloorRequests} {
+			for k, v := range counts {
+				verb, _, ok := strings.Cut(k, " ")
+				if ok && verb != "WATCH" && v*100 >= float64(r.Applications) {
+					seen[k] = true
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func headers(results []*Result) []string {

@@ -70,8 +70,13 @@ type Result struct {
 	Orphans                        int
 	Requests                       requestCounts
 	Usage                          map[string]usage
-	PostgresBytes                  int64
-	Timeline                       []sample
+	// FloorCPU and FloorRequests are what the floor cost the hub (apiserver and etcd); SyncedCPU and
+	// SyncedRequests what the fleet's hub-side processes (the simulator excluded) spent from the first create
+	// until every Application was Synced and Healthy: the same work, so per Application they compare.
+	FloorCPU, SyncedCPU           float64
+	FloorRequests, SyncedRequests requestCounts
+	PostgresBytes                 int64
+	Timeline                      []sample
 	// Stopped says why the run ended before its last step; empty when it finished.
 	Stopped string
 }
@@ -141,11 +146,26 @@ func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) 
 		return err
 	}
 	defer floorEnv.Stop()
+	procs := map[string]func() (usage, error){
+		"kube-apiserver": pidUsage(floorEnv.Hub.Pid()),
+		"etcd":           pidUsage(floorEnv.EtcdPid()),
+	}
+	startUsage := usageOf(procs)
+	startRequests, err := hubRequests(ctx, floorEnv.Hub.Config())
+	if err != nil {
+		return err
+	}
 	res.Floor, err = measureFloor(ctx, floorEnv.Hub.Config(), clusters, sc.AppSets, sc.Concurrency, sc.QPS, sc.Burst)
 	if err != nil {
 		return err
 	}
-	sc.Log("floor: %s", res.Floor.Round(time.Millisecond))
+	res.FloorCPU = hubSideCPU(usageOf(procs), startUsage)
+	end, err := hubRequests(ctx, floorEnv.Hub.Config())
+	if err != nil {
+		return err
+	}
+	res.FloorRequests = end.sub(startRequests)
+	sc.Log("floor: %s, %.1f CPU s", res.Floor.Round(time.Millisecond), res.FloorCPU)
 	return nil
 }
 
@@ -219,6 +239,10 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 		return err
 	}
 	res.Synced = time.Since(start)
+	res.SyncedCPU = hubSideCPU(usageOf(procs), startUsage)
+	if end, err := hubRequests(ctx, hubCfg); err == nil {
+		res.SyncedRequests = end.sub(startRequests)
+	}
 	sc.Log("every Application Synced and Healthy on the hub after %s (floor %s, ratio %.2f)", res.Synced.Round(time.Second), res.Floor.Round(time.Second), res.Ratio())
 	if sc.Transport == workclient.TransportGRPC {
 		if res.PostgresBytes, err = postgresSize(ctx, f); err != nil {
@@ -414,6 +438,9 @@ func postgresSize(ctx context.Context, f *localfleet.System) (int64, error) {
 	return size, err
 }
 
+// simulatorProcess is the benchmark's own process, in which the fleet simulator runs.
+const simulatorProcess = "simulator (benchmark)"
+
 // processes are the measured processes, by name.
 func processes(f *localfleet.System) map[string]func() (usage, error) {
 	ps := map[string]func() (usage, error){
@@ -421,7 +448,7 @@ func processes(f *localfleet.System) map[string]func() (usage, error) {
 		"kube-apiserver":          pidUsage(f.Env.Hub.Pid()),
 		"etcd":                    pidUsage(f.Env.EtcdPid()),
 		"kube-controller-manager": pidUsage(f.Env.Hub.ControllerManagerPid()),
-		"simulator (benchmark)":   pidUsage(os.Getpid()),
+		simulatorProcess:          pidUsage(os.Getpid()),
 	}
 	if f.Transport == workclient.TransportGRPC {
 		ps["server"] = pidUsage(f.ServerPid())
@@ -429,6 +456,18 @@ func processes(f *localfleet.System) map[string]func() (usage, error) {
 		ps["postgres"] = func() (usage, error) { return treeUsage(pg) }
 	}
 	return ps
+}
+
+// hubSideCPU is the CPU seconds the hub-side processes spent between two readings; the benchmark's own
+// process (the simulator, standing in for the managed clusters) is not the hub's.
+func hubSideCPU(now, start map[string]usage) float64 {
+	var total float64
+	for name, u := range now {
+		if name != simulatorProcess {
+			total += u.CPUSeconds - start[name].CPUSeconds
+		}
+	}
+	return total
 }
 
 func pidUsage(pid int) func() (usage, error) {
@@ -465,7 +504,7 @@ func sampleTimeline(start time.Time, s *simulator, t *tracker, procs map[string]
 			_, synced := t.counts()
 			res.Timeline = append(res.Timeline, sample{At: time.Since(start), Delivered: s.fleet.Stats().Works, Synced: int64(synced),
 				ControllerRSS: rss("controller"), ServerRSS: rss("server"), APIServerRSS: rss("kube-apiserver"),
-				SimulatorRSS: rss("simulator (benchmark)")})
+				SimulatorRSS: rss(simulatorProcess)})
 			select {
 			case <-done:
 				return
