@@ -181,7 +181,7 @@ func (o *Options) spokeConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("load managed cluster kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	return cfg, nil
+	return withOperationReset(cfg)
 }
 
 // ensureAppliedManifestWorkCRD creates the CRD the work agent needs on the managed cluster when it is missing.
