@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,9 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/argocd-pull/argocd-pull/internal/appsetreport"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/localfleet"
+	"github.com/argocd-pull/argocd-pull/internal/statuscmd"
 	"github.com/argocd-pull/argocd-pull/internal/testenv"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
@@ -193,53 +193,24 @@ func (o *Options) follow(ctx context.Context, w watch.Interface, apps map[string
 	}
 }
 
-// render returns the table of Applications and whether all are Synced and Healthy.
+// render returns the status command's tables of the Applications and whether all are Synced and Healthy.
 func render(apps map[string]*unstructured.Unstructured) (string, bool) {
-	names := make([]string, 0, len(apps))
-	for n := range apps {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "CLUSTER\tAPPLICATION\tSYNC\tHEALTH\tMESSAGE")
+	observed := make([]appsetreport.Observed, 0, len(apps))
 	healthy := len(apps) > 0
-	for _, n := range names {
-		app := apps[n]
-		sync, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
-		health, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
-		healthy = healthy && sync == "Synced" && health == "Healthy"
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", argocd.ManagedCluster(app), n, orDash(sync), orDash(health), message(app))
-	}
-	_ = tw.Flush()
-	return b.String(), healthy
-}
-
-// message is the first condition of an Application, or its operation's message.
-func message(app *unstructured.Unstructured) string {
-	conds, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok {
-			return truncate(fmt.Sprintf("%v: %v", m["type"], m["message"]), 90)
+	for _, u := range apps {
+		app, err := argocd.ApplicationFromUnstructured(u)
+		if err != nil {
+			return fmt.Sprintf("application %s: %v", u.GetName(), err), false
 		}
+		o := appsetreport.Observe(app)
+		healthy = healthy && o.Sync == appsetreport.SyncSynced && o.Health == appsetreport.HealthHealthy
+		observed = append(observed, o)
 	}
-	msg, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "message")
-	return truncate(msg, 90)
-}
-
-func truncate(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n-3] + "..."
+	var b strings.Builder
+	if err := statuscmd.Table(&b, observed); err != nil {
+		return err.Error(), false
 	}
-	return s
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return b.String(), healthy
 }
 
 // printInstructions says how to look at the running fleet and how to stop it.

@@ -299,3 +299,10 @@ func (p *printer) writeYAML(v any) error {
 	_, err = p.w.Write(data)
 	return err
 }
+
+// Table writes the tables `argocd-pull status` prints (each ApplicationSet's counts, then each Application) for
+// the given Applications; `argocd-pull demo` shows its progress with it.
+func Table(w io.Writer, apps []appsetreport.Observed) error {
+	p := &printer{w: w}
+	return p.printView(NewView(apps))
+}
