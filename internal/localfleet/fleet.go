@@ -163,10 +163,12 @@ func (f *System) run(name string, args ...string) (*testenv.Process, error) {
 	return testenv.StartProcess(testenv.ProcessSpec{Name: name, Path: f.Binary, Args: args, LogPath: f.logPath(name)})
 }
 
-// startServer starts argocd-pull server with TLS and tokens (one per agent, one for the controller, one
-// admin) and registers the managed clusters as consumers.
+// startServer starts argocd-pull server with mutual TLS (a client certificate per agent, named after its
+// cluster, and one for the controller) and registers the managed clusters as consumers. Bearer tokens remain
+// for the REST admin and for simulated clusters (a token each), which would otherwise need thousands of
+// certificates.
 func (f *System) startServer(ctx context.Context) error {
-	f.progress("starting argocd-pull server (TLS, tokens) on PostgreSQL")
+	f.progress("starting argocd-pull server (mutual TLS, a client certificate per cluster) on PostgreSQL")
 	db, err := f.Env.Postgres.CreateDatabase(ctx, "argocd_pull")
 	if err != nil {
 		return err
@@ -178,13 +180,14 @@ func (f *System) startServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var lines []string
-	for _, c := range f.Clusters {
-		f.tokens["agent/"+c] = testenv.RandomToken()
-		lines = append(lines, f.tokens["agent/"+c]+",agent,"+c)
+	f.AdminToken = testenv.RandomToken()
+	lines := []string{f.AdminToken + ",admin"}
+	if f.Simulated {
+		for _, c := range f.Clusters {
+			f.tokens["agent/"+c] = testenv.RandomToken()
+			lines = append(lines, f.tokens["agent/"+c]+",agent,"+c)
+		}
 	}
-	f.tokens["source"], f.AdminToken = testenv.RandomToken(), testenv.RandomToken()
-	lines = append(lines, f.tokens["source"]+",source,argocd-pull", f.AdminToken+",admin")
 	tokenFile := filepath.Join(f.Dir, "pki", "tokens.csv")
 	if err := os.WriteFile(tokenFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write token file: %w", err)
@@ -199,7 +202,7 @@ func (f *System) startServer(ctx context.Context) error {
 	f.Server = Endpoints{Source: addr(ports[0]), Agent: addr(ports[1]), HTTP: addr(ports[2])}
 	f.serverArgs = []string{"server", "--database-url", db,
 		"--source-grpc-bind-address", f.Server.Source, "--agent-grpc-bind-address", f.Server.Agent, "--http-bind-address", f.Server.HTTP,
-		"--tls-cert-file", cert, "--tls-key-file", key, "--token-file", tokenFile}
+		"--tls-cert-file", cert, "--tls-key-file", key, "--client-ca-file", f.ca.CertFile, "--token-file", tokenFile}
 	if err := f.runServer(); err != nil {
 		return err
 	}
@@ -223,10 +226,15 @@ func (f *System) startServer(ctx context.Context) error {
 // the admin.
 func (f *System) ServerClient() *restapi.Client { return f.serverClient }
 
-// grpcConfig writes an sdk-go gRPC client config with the CA and a token.
-func (f *System) grpcConfig(name, url, token string) (string, error) {
+// grpcConfig issues a client certificate for an identity (agent:<cluster>, source:<id>) and writes an sdk-go
+// gRPC client config with the CA and that certificate.
+func (f *System) grpcConfig(name, url, identity string) (string, error) {
+	cert, key, err := f.ca.Issue(identity, false)
+	if err != nil {
+		return "", err
+	}
 	path := filepath.Join(f.Dir, "pki", name+"-grpc.yaml")
-	content := fmt.Sprintf("url: %s\ncaFile: %s\ntoken: %s\n", url, f.ca.CertFile, token)
+	content := fmt.Sprintf("url: %s\ncaFile: %s\nclientCertFile: %s\nclientKeyFile: %s\n", url, f.ca.CertFile, cert, key)
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		return "", fmt.Errorf("write grpc config %s: %w", name, err)
 	}
@@ -255,7 +263,7 @@ func (f *System) StartAgent(ctx context.Context, cluster string) error {
 	args := []string{"agent", "--cluster-name", cluster, "--driver", f.Transport,
 		"--kubeconfig", f.Env.Cluster(cluster).Kubeconfig, "--health-address", addr(port)}
 	if f.Transport == workclient.TransportGRPC {
-		cfg, err := f.grpcConfig("agent-"+cluster, f.Server.Agent, f.tokens["agent/"+cluster])
+		cfg, err := f.grpcConfig("agent-"+cluster, f.Server.Agent, "agent:"+cluster)
 		if err != nil {
 			return err
 		}
@@ -295,7 +303,7 @@ func (f *System) startControllerProcess() error {
 	args := []string{"controller", "--kubeconfig", f.Env.Hub.Kubeconfig, "--transport", f.Transport,
 		"--metrics-bind-address", f.ControllerMetrics, "--health-probe-bind-address", addr(ports[1])}
 	if f.Transport == workclient.TransportGRPC {
-		cfg, err := f.grpcConfig("controller", f.Server.Source, f.tokens["source"])
+		cfg, err := f.grpcConfig("controller", f.Server.Source, "source:argocd-pull")
 		if err != nil {
 			return err
 		}
@@ -410,7 +418,8 @@ func (f *System) Stop() {
 	}
 }
 
-// AgentToken is the server token of a managed cluster's agent (Maestro mode).
+// AgentToken is the server token of a simulated cluster's agent (Maestro mode; real agents have a client
+// certificate instead).
 func (f *System) AgentToken(cluster string) string { return f.tokens["agent/"+cluster] }
 
 // CAFile is the fleet's CA certificate (Maestro mode).

@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
+	grpccredentials "google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -24,7 +23,8 @@ const (
 	KindAgent = "agent"
 	// KindSource is one source, such as a hub controller.
 	KindSource = "source"
-	// KindAdmin may do everything, including managing consumers.
+	// KindAdmin uses the REST API: it manages consumers and reads everything. It has no part in the
+	// CloudEvents protocol: it can act neither as an agent nor as a source.
 	KindAdmin = "admin"
 	// kindAnonymous is every caller when authentication is disabled.
 	kindAnonymous = "anonymous"
@@ -43,14 +43,14 @@ func (i Identity) String() string {
 	return i.Kind + ":" + i.Name
 }
 
-// mayActAsAgent reports whether the caller may subscribe and publish for a cluster.
+// mayActAsAgent reports whether the caller may subscribe and publish for a cluster: only that cluster's agent.
 func (i Identity) mayActAsAgent(cluster string) bool {
-	return i.Kind == kindAnonymous || i.Kind == KindAdmin || (i.Kind == KindAgent && i.Name == cluster)
+	return i.Kind == kindAnonymous || (i.Kind == KindAgent && i.Name == cluster)
 }
 
-// mayActAsSource reports whether the caller may publish and subscribe for a source ID.
+// mayActAsSource reports whether the caller may publish and subscribe for a source ID: only that source.
 func (i Identity) mayActAsSource(source string) bool {
-	return i.Kind == kindAnonymous || i.Kind == KindAdmin || (i.Kind == KindSource && i.Name == source)
+	return i.Kind == kindAnonymous || (i.Kind == KindSource && i.Name == source)
 }
 
 // isAdmin reports whether the caller may manage consumers and read everything.
@@ -105,19 +105,6 @@ func tokenIdentity(fields []string) (Identity, error) {
 	}
 }
 
-func loadTokens(path string) (map[string]Identity, error) {
-	f, err := os.Open(path) //nolint:gosec // the operator names the token file
-	if err != nil {
-		return nil, fmt.Errorf("open token file: %w", err)
-	}
-	defer func() { _ = f.Close() }()
-	tokens, err := parseTokens(f)
-	if err != nil {
-		return nil, fmt.Errorf("token file %s: %w", path, err)
-	}
-	return tokens, nil
-}
-
 // ocmAgentPrefix starts the common name of OCM's agent certificates:
 // system:open-cluster-management:<cluster>:<agent>.
 const ocmAgentPrefix = "system:open-cluster-management:"
@@ -144,22 +131,24 @@ func certIdentity(cert *x509.Certificate) (Identity, error) {
 
 // authenticator turns a caller's certificate or bearer token into an identity.
 type authenticator struct {
-	tokens    map[string]Identity
+	creds     *credentialFiles
 	anonymous bool
 }
 
-// identify authenticates with a verified client certificate first, then a bearer token; without either it
-// admits the caller only when anonymous access is allowed.
-func (a *authenticator) identify(chains [][]*x509.Certificate, authorization string) (Identity, error) {
-	if len(chains) > 0 && len(chains[0]) > 0 {
-		return certIdentity(chains[0][0])
+// identify authenticates with a client certificate first, then a bearer token; without either it admits the
+// caller only when anonymous access is allowed. A certificate reaches here only after the TLS handshake
+// verified it against the client CAs (credentialFiles.verifyClient).
+func (a *authenticator) identify(peerCerts []*x509.Certificate, authorization string) (Identity, error) {
+	if len(peerCerts) > 0 && a.creds.caFile != "" {
+		return certIdentity(peerCerts[0])
 	}
 	if authorization != "" {
-		token, ok := strings.CutPrefix(authorization, "Bearer ")
-		if !ok {
+		// RFC 7235: the scheme is case-insensitive.
+		scheme, token, ok := strings.Cut(strings.TrimSpace(authorization), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			return Identity{}, fmt.Errorf("the authorization header is not a bearer token")
 		}
-		if id, ok := a.tokens[strings.TrimSpace(token)]; ok {
+		if id, ok := (*a.creds.tokens.Load())[strings.TrimSpace(token)]; ok {
 			return id, nil
 		}
 		return Identity{}, fmt.Errorf("unknown bearer token")
@@ -182,11 +171,13 @@ func identityFrom(ctx context.Context) Identity {
 	return id
 }
 
-func (a *authenticator) grpcIdentity(ctx context.Context) (Identity, error) {
-	var chains [][]*x509.Certificate
+// grpcIdentity authenticates a gRPC call and admits only the role of the endpoint: agents on the agent
+// endpoint, sources on the source endpoint.
+func (a *authenticator) grpcIdentity(ctx context.Context, role string) (Identity, error) {
+	var peerCerts []*x509.Certificate
 	if p, ok := peer.FromContext(ctx); ok {
-		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok {
-			chains = info.State.VerifiedChains
+		if info, ok := p.AuthInfo.(grpccredentials.TLSInfo); ok {
+			peerCerts = info.State.PeerCertificates
 		}
 	}
 	var authorization string
@@ -195,27 +186,35 @@ func (a *authenticator) grpcIdentity(ctx context.Context) (Identity, error) {
 			authorization = v[0]
 		}
 	}
-	id, err := a.identify(chains, authorization)
+	id, err := a.identify(peerCerts, authorization)
 	if err != nil {
 		return Identity{}, status.Error(codes.Unauthenticated, err.Error())
+	}
+	if id.Kind != kindAnonymous && id.Kind != role {
+		return Identity{}, status.Errorf(codes.PermissionDenied, "%s may not use the %s endpoint", id, role)
 	}
 	return id, nil
 }
 
-func (a *authenticator) unaryInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	id, err := a.grpcIdentity(ctx)
-	if err != nil {
-		return nil, err
+// unaryInterceptor and streamInterceptor authenticate the calls of the endpoint of a role.
+func (a *authenticator) unaryInterceptor(role string) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		id, err := a.grpcIdentity(ctx, role)
+		if err != nil {
+			return nil, err
+		}
+		return handler(withIdentity(ctx, id), req)
 	}
-	return handler(withIdentity(ctx, id), req)
 }
 
-func (a *authenticator) streamInterceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	id, err := a.grpcIdentity(ss.Context())
-	if err != nil {
-		return err
+func (a *authenticator) streamInterceptor(role string) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		id, err := a.grpcIdentity(ss.Context(), role)
+		if err != nil {
+			return err
+		}
+		return handler(srv, &contextStream{ServerStream: ss, ctx: withIdentity(ss.Context(), id)})
 	}
-	return handler(srv, &contextStream{ServerStream: ss, ctx: withIdentity(ss.Context(), id)})
 }
 
 // contextStream is a server stream with a replaced context.
@@ -228,9 +227,9 @@ func (s *contextStream) Context() context.Context { return s.ctx }
 
 // httpIdentity authenticates an HTTP request.
 func (a *authenticator) httpIdentity(r *http.Request) (Identity, error) {
-	var chains [][]*x509.Certificate
+	var peerCerts []*x509.Certificate
 	if r.TLS != nil {
-		chains = r.TLS.VerifiedChains
+		peerCerts = r.TLS.PeerCertificates
 	}
-	return a.identify(chains, r.Header.Get("Authorization"))
+	return a.identify(peerCerts, r.Header.Get("Authorization"))
 }

@@ -32,6 +32,8 @@ type Options struct {
 	ClientCAFile   string
 	TokenFile      string
 	AllowAnonymous bool
+	// CredentialsReloadInterval is how often the token, certificate and CA files are checked for changes.
+	CredentialsReloadInterval time.Duration
 
 	AutoRegisterConsumers bool
 	InstanceID            string
@@ -74,6 +76,7 @@ func NewOptions() *Options {
 		SourceQueueLength:         10000,
 		SourceSendTimeout:         30 * time.Second,
 		ShutdownTimeout:           20 * time.Second,
+		CredentialsReloadInterval: 10 * time.Second,
 	}
 }
 
@@ -89,7 +92,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", o.TLSKeyFile, "Key of the serving certificate")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "CA bundle that verifies client certificates (mTLS); the certificate's common name is the identity")
 	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "File of bearer tokens, one token,kind[,name] per line (kind: agent, source or admin)")
-	fs.BoolVar(&o.AllowAnonymous, "insecure-allow-anonymous", o.AllowAnonymous, "Admit callers without certificate or token, with every right (development only)")
+	fs.DurationVar(&o.CredentialsReloadInterval, "credentials-reload-interval", o.CredentialsReloadInterval,
+		"How often the token file, serving certificate and client CA file are read again; a change takes effect without a restart")
+	fs.BoolVar(&o.AllowAnonymous, "insecure-allow-anonymous", o.AllowAnonymous, "Admit callers without certificate or token, with every role (development only)")
 	fs.BoolVar(&o.AutoRegisterConsumers, "auto-register-consumers", o.AutoRegisterConsumers, "Register an unknown consumer on its agent's first subscription or a source's first spec for it")
 	fs.StringVar(&o.InstanceID, "instance-id", o.InstanceID, "Name of this instance among those sharing the database")
 	fs.IntVar(&o.MaxEventBytes, "max-event-bytes", o.MaxEventBytes, "Largest spec or status event accepted")
@@ -139,7 +144,8 @@ func (o *Options) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{"--sweep-interval": o.SweepInterval, "--undelivered-after": o.UndeliveredAfter,
 		"--stuck-delete-after": o.StuckDeleteAfter, "--instance-heartbeat-interval": o.InstanceHeartbeatInterval,
-		"--source-send-timeout": o.SourceSendTimeout, "--shutdown-timeout": o.ShutdownTimeout} {
+		"--source-send-timeout": o.SourceSendTimeout, "--shutdown-timeout": o.ShutdownTimeout,
+		"--credentials-reload-interval": o.CredentialsReloadInterval} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive", name))
 		}

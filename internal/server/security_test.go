@@ -10,11 +10,13 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 
 	pbv1 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc/protobuf/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/types"
@@ -101,6 +104,11 @@ func (p *testPKI) issue(t *testing.T, cn string, server bool) (string, string) {
 // securedServer serves TLS with client certificates and tokens, anonymous callers refused.
 func securedServer(t *testing.T) (*Server, *testPKI) {
 	t.Helper()
+	return securedServerWith(t, func(*Options) {})
+}
+
+func securedServerWith(t *testing.T, configure func(*Options)) (*Server, *testPKI) {
+	t.Helper()
 	pki := newTestPKI(t)
 	o := testOptions(testDB(t), "secure")
 	o.AllowAnonymous = false
@@ -111,6 +119,7 @@ func securedServer(t *testing.T) (*Server, *testPKI) {
 	if err := os.WriteFile(o.TokenFile, []byte(tokens), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	configure(o)
 	s := startServer(t, o)
 	createConsumer(t, s, "cluster1", "cluster2")
 	return s, pki
@@ -119,14 +128,29 @@ func securedServer(t *testing.T) (*Server, *testPKI) {
 // rawClient is a plain gRPC client of an endpoint, with a bearer token or a client certificate.
 func rawClient(t *testing.T, addr string, pki *testPKI, token string, cert *tls.Certificate) pbv1.CloudEventServiceClient {
 	t.Helper()
+	var opt []grpc.DialOption
+	if token != "" {
+		opt = append(opt, grpc.WithPerRPCCredentials(oauth.TokenSource{TokenSource: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token})}))
+	}
+	return dialRaw(t, addr, pki, cert, opt...)
+}
+
+// authorizationHeader sends an Authorization header as it is, whatever its scheme.
+type authorizationHeader string
+
+func (h authorizationHeader) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": string(h)}, nil
+}
+
+func (authorizationHeader) RequireTransportSecurity() bool { return true }
+
+func dialRaw(t *testing.T, addr string, pki *testPKI, cert *tls.Certificate, extra ...grpc.DialOption) pbv1.CloudEventServiceClient {
+	t.Helper()
 	cfg := &tls.Config{RootCAs: pki.caPool, MinVersion: tls.VersionTLS12}
 	if cert != nil {
 		cfg.Certificates = []tls.Certificate{*cert}
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))}
-	if token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(oauth.TokenSource{TokenSource: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token})}))
-	}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))}, extra...)
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -249,6 +273,134 @@ func TestAuthenticationAndAuthorization(t *testing.T) {
 	wantCode(t, "mTLS subscribe as cluster2", subscribeErr(t, byCert, sub("", "cluster2")), codes.PermissionDenied)
 }
 
+// TestOneRolePerCredential: a credential is an agent of one cluster, a source, or the REST admin, and is
+// refused in every other role, on either endpoint.
+func TestOneRolePerCredential(t *testing.T) {
+	s, pki := securedServer(t)
+	src, agt := s.SourceAddr(), s.AgentAddr()
+	sub := func(source, cluster string) *pbv1.SubscriptionRequest {
+		return &pbv1.SubscriptionRequest{Source: source, ClusterName: cluster, DataType: dataType.String()}
+	}
+	certOf := func(cn string) *tls.Certificate {
+		certPath, keyPath := pki.issue(t, cn, false)
+		cert, err := tls.LoadX509KeyPair(certPath, keyPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &cert
+	}
+	admin := func(addr string) pbv1.CloudEventServiceClient { return rawClient(t, addr, pki, "admin-token", nil) }
+	adminCert := func(addr string) pbv1.CloudEventServiceClient { return rawClient(t, addr, pki, "", certOf("admin")) }
+
+	wantCode(t, "admin token subscribes as cluster1's agent", subscribeErr(t, admin(agt), sub("", "cluster1")), codes.PermissionDenied)
+	wantCode(t, "admin token publishes a status for cluster1", publish(t, admin(agt), statusEvt("cluster1", "r1", 1, "1")), codes.PermissionDenied)
+	wantCode(t, "admin token subscribes as the source", subscribeErr(t, admin(src), sub("hub", "")), codes.PermissionDenied)
+	wantCode(t, "admin token publishes a spec as the source", publish(t, admin(src), specEvt("hub", "cluster1", "a1", 1, types.CreateRequestAction)), codes.PermissionDenied)
+	wantCode(t, "admin certificate subscribes as cluster1's agent", subscribeErr(t, adminCert(agt), sub("", "cluster1")), codes.PermissionDenied)
+	wantCode(t, "admin certificate publishes a spec as the source", publish(t, adminCert(src), specEvt("hub", "cluster1", "a2", 1, types.CreateRequestAction)), codes.PermissionDenied)
+	wantCode(t, "source token on the agent endpoint", subscribeErr(t, rawClient(t, agt, pki, "hub-token", nil), sub("", "cluster1")), codes.PermissionDenied)
+	wantCode(t, "source certificate on the agent endpoint", subscribeErr(t, rawClient(t, agt, pki, "", certOf("source:hub")), sub("", "cluster1")), codes.PermissionDenied)
+	wantCode(t, "agent certificate on the source endpoint", publish(t, rawClient(t, src, pki, "", certOf("agent:cluster1")), specEvt("hub", "cluster1", "a3", 1, types.CreateRequestAction)), codes.PermissionDenied)
+	wantCode(t, "agent token on the source endpoint", publish(t, rawClient(t, src, pki, "agent1-token", nil), specEvt("hub", "cluster1", "a4", 1, types.CreateRequestAction)), codes.PermissionDenied)
+	// Each in its own role.
+	wantCode(t, "source certificate as the source", publish(t, rawClient(t, src, pki, "", certOf("source:hub")), specEvt("hub", "cluster1", "a5", 1, types.CreateRequestAction)), codes.OK)
+	wantCode(t, "agent certificate as its cluster", subscribeErr(t, rawClient(t, agt, pki, "", certOf("agent:cluster1")), sub("", "cluster1")), codes.OK)
+
+	// RFC 7235: the scheme of the Authorization header is case-insensitive.
+	for _, header := range []string{"bearer hub-token", "BEARER hub-token", "Bearer  hub-token"} {
+		c := dialRaw(t, src, pki, nil, grpc.WithPerRPCCredentials(authorizationHeader(header)))
+		wantCode(t, "scheme of "+header, subscribeErr(t, c, sub("hub", "")), codes.OK)
+	}
+	for _, header := range []string{"Basic aHViOnRva2Vu", "hub-token", "Bearerhub-token"} {
+		c := dialRaw(t, src, pki, nil, grpc.WithPerRPCCredentials(authorizationHeader(header)))
+		wantCode(t, "scheme of "+header, subscribeErr(t, c, sub("hub", "")), codes.Unauthenticated)
+	}
+
+	// A certificate of another CA is refused at the handshake.
+	other := newTestPKI(t)
+	certPath, keyPath := other.issue(t, "agent:cluster1", false)
+	foreign, err := tls.LoadX509KeyPair(certPath, keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "certificate of another CA", subscribeErr(t, rawClient(t, agt, pki, "", &foreign), sub("", "cluster1")), codes.Unavailable)
+}
+
+// TestCredentialRotation: tokens, the serving certificate and the client CA are reloaded from their files while
+// the server runs; a file that does not parse leaves the last good credentials in place.
+func TestCredentialRotation(t *testing.T) {
+	s, pki := securedServerWith(t, func(o *Options) { o.CredentialsReloadInterval = 100 * time.Millisecond })
+	src, agt := s.SourceAddr(), s.AgentAddr()
+	subscribeAsHub := func(token string) error {
+		return subscribeErr(t, rawClient(t, src, pki, token, nil), &pbv1.SubscriptionRequest{Source: "hub", DataType: dataType.String()})
+	}
+	write := func(path, content string) {
+		t.Helper()
+		// Written aside and renamed, as Kubernetes swaps a mounted Secret: never a half-written file.
+		if err := os.WriteFile(path+".new", []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Tokens.
+	wantCode(t, "the first token", subscribeAsHub("hub-token"), codes.OK)
+	write(s.opts.TokenFile, "hub-token-2,source,hub\nadmin-token,admin\n")
+	testutil.Eventually(t, "the rotated token is accepted", func() error { return subscribeAsHub("hub-token-2") })
+	wantCode(t, "the retired token", subscribeAsHub("hub-token"), codes.Unauthenticated)
+	write(s.opts.TokenFile, "hub-token-3,source\n")
+	testutil.Consistently(t, "the last good tokens stay in force after a bad file", 2*time.Second, func() error {
+		if err := subscribeAsHub("hub-token-3"); status.Code(err) != codes.Unauthenticated {
+			return fmt.Errorf("the token of the bad file: got %v, want Unauthenticated", err)
+		}
+		return subscribeAsHub("hub-token-2")
+	})
+
+	// The serving certificate.
+	serial := func() *big.Int {
+		conn, err := tls.Dial("tcp", s.HTTPAddr(), &tls.Config{RootCAs: pki.caPool, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close() }()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber
+	}
+	before := serial()
+	certPath, keyPath := pki.issue(t, "server-2", true)
+	for from, to := range map[string]string{certPath: s.opts.TLSCertFile, keyPath: s.opts.TLSKeyFile} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(to, string(b))
+	}
+	testutil.EventuallyTrue(t, 10*time.Second, "the new serving certificate", func() bool { return serial().Cmp(before) != 0 })
+
+	// The client CA: a certificate of a new CA is refused until the bundle holds that CA.
+	next := newTestPKI(t)
+	certPath, keyPath = next.issue(t, "agent:cluster1", false)
+	cert, err := tls.LoadX509KeyPair(certPath, keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := &pbv1.SubscriptionRequest{ClusterName: "cluster1", DataType: dataType.String()}
+	wantCode(t, "certificate of the next CA before the bundle has it", subscribeErr(t, rawClient(t, agt, pki, "", &cert), sub), codes.Unavailable)
+	bundle := ""
+	for _, dir := range []string{pki.dir, next.dir} {
+		b, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bundle += string(b)
+	}
+	write(s.opts.ClientCAFile, bundle)
+	testutil.Eventually(t, "the certificate of the next CA is accepted", func() error {
+		return subscribeErr(t, rawClient(t, agt, pki, "", &cert), sub)
+	})
+}
+
 // TestUnmodifiedClientsOverTLS runs the sdk-go clients with a token (source) and a client certificate
 // (agent) against the secured server.
 func TestUnmodifiedClientsOverTLS(t *testing.T) {
@@ -276,7 +428,10 @@ func TestRESTAuthorization(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if token != "" {
+		switch {
+		case strings.Contains(token, " "): // a whole header
+			req.Header.Set("Authorization", token)
+		case token != "":
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
 		resp, err := client.Do(req)
@@ -296,6 +451,10 @@ func TestRESTAuthorization(t *testing.T) {
 		{"hub-token", "", http.StatusForbidden},
 		{"agent1-token", "source+%3D+%27hub%27", http.StatusForbidden},
 		{"admin-token", "", http.StatusOK},
+		{"bearer admin-token", "", http.StatusOK},
+		{"BEARER admin-token", "", http.StatusOK},
+		{"Basic YWRtaW46YWRtaW4=", "", http.StatusUnauthorized},
+		{"agent1-token", "", http.StatusForbidden},
 	} {
 		if got := get(c.token, c.query); got != c.want {
 			t.Errorf("token %q search %q: got %d, want %d", c.token, c.query, got, c.want)

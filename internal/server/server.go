@@ -8,19 +8,17 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
+	grpccredentials "google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -43,6 +41,7 @@ type Server struct {
 	specs    *batcher[store.SpecWrite, store.SpecResult]
 	statuses *batcher[store.StatusWrite, store.StatusResult]
 	auth     *authenticator
+	creds    *credentialFiles
 
 	sourceGRPC *grpc.Server
 	agentGRPC  *grpc.Server
@@ -94,16 +93,14 @@ func (s *Server) start(startCtx context.Context) error {
 		return err
 	}
 	s.store = st
-	if err := s.setUpAuth(); err != nil {
-		return err
-	}
-	tlsConfig, err := s.tlsConfig()
+	tlsConfig, err := s.setUpAuth()
 	if err != nil {
 		return err
 	}
 	if err := s.listen(); err != nil {
 		return err
 	}
+	s.background(ctx, func(ctx context.Context) { s.creds.watch(ctx, s.opts.CredentialsReloadInterval) })
 	s.serveHTTP(ctx, tlsConfig)
 	// Waiting stops with the caller's context too: a server told to stop while its database is away.
 	waitCtx, stopWaiting := context.WithCancel(ctx)
@@ -123,47 +120,23 @@ func (s *Server) start(startCtx context.Context) error {
 	}
 	s.ready.Store(true)
 	logger.Info("Server started", "sourceAddress", s.SourceAddr(), "agentAddress", s.AgentAddr(), "httpAddress", s.HTTPAddr(),
-		"tls", tlsConfig != nil, "mtls", s.opts.ClientCAFile != "", "tokens", len(s.auth.tokens), "anonymous", s.auth.anonymous)
+		"tls", tlsConfig != nil, "mtls", s.opts.ClientCAFile != "", "tokens", len(*s.creds.tokens.Load()), "anonymous", s.auth.anonymous)
 	return nil
 }
 
-func (s *Server) setUpAuth() error {
-	s.auth = &authenticator{anonymous: s.opts.AllowAnonymous, tokens: map[string]Identity{}}
-	if s.opts.TokenFile == "" {
-		return nil
+// setUpAuth reads the credential files and returns the listeners' TLS configuration, or nil to serve in
+// plain text.
+func (s *Server) setUpAuth() (*tls.Config, error) {
+	creds := newCredentials(s.opts)
+	if _, err := creds.load(); err != nil {
+		return nil, err
 	}
-	tokens, err := loadTokens(s.opts.TokenFile)
-	if err != nil {
-		return err
-	}
-	s.auth.tokens = tokens
-	return nil
-}
-
-// tlsConfig is the serving configuration of all three listeners, or nil to serve in plain text.
-func (s *Server) tlsConfig() (*tls.Config, error) {
+	s.creds = creds
+	s.auth = &authenticator{creds: creds, anonymous: s.opts.AllowAnonymous}
 	if s.opts.TLSCertFile == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(s.opts.TLSCertFile, s.opts.TLSKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("load serving certificate: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if s.opts.ClientCAFile != "" {
-		pem, err := os.ReadFile(s.opts.ClientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("read client CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("client CA file %s holds no certificate", s.opts.ClientCAFile)
-		}
-		cfg.ClientCAs = pool
-		// Verify a certificate when one is offered; callers without one may still bring a bearer token.
-		cfg.ClientAuth = tls.VerifyClientCertIfGiven
-	}
-	return cfg, nil
+	return creds.serving(), nil
 }
 
 func (s *Server) listen() error {
@@ -259,9 +232,9 @@ func (s *Server) startServing(ctx, waitCtx context.Context, tlsConfig *tls.Confi
 		return errors.New("stopped before the database notification feed connected")
 	}
 
-	s.sourceGRPC = s.grpcServer(ctx, tlsConfig)
+	s.sourceGRPC = s.grpcServer(ctx, tlsConfig, KindSource)
 	pbv1.RegisterCloudEventServiceServer(s.sourceGRPC, &sourceEndpoint{s: s})
-	s.agentGRPC = s.grpcServer(ctx, tlsConfig)
+	s.agentGRPC = s.grpcServer(ctx, tlsConfig, KindAgent)
 	pbv1.RegisterCloudEventServiceServer(s.agentGRPC, &agentEndpoint{s: s, broker: broker, service: service})
 
 	s.serve(func() error { return s.sourceGRPC.Serve(s.listeners[0]) })
@@ -270,10 +243,11 @@ func (s *Server) startServing(ctx, waitCtx context.Context, tlsConfig *tls.Confi
 	return nil
 }
 
-func (s *Server) grpcServer(ctx context.Context, tlsConfig *tls.Config) *grpc.Server {
+// grpcServer is the gRPC server of the endpoint of a role (KindSource or KindAgent).
+func (s *Server) grpcServer(ctx context.Context, tlsConfig *tls.Config, role string) *grpc.Server {
 	creds := insecure.NewCredentials()
 	if tlsConfig != nil {
-		creds = credentials.NewTLS(tlsConfig)
+		creds = grpccredentials.NewTLS(tlsConfig)
 	}
 	return grpc.NewServer(
 		grpc.Creds(creds),
@@ -281,8 +255,8 @@ func (s *Server) grpcServer(ctx context.Context, tlsConfig *tls.Config) *grpc.Se
 		grpc.MaxRecvMsgSize(s.opts.MaxResyncBytes+64*1024),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.ChainUnaryInterceptor(s.auth.unaryInterceptor, loggingUnary(ctx)),
-		grpc.ChainStreamInterceptor(s.auth.streamInterceptor, loggingStream(ctx)),
+		grpc.ChainUnaryInterceptor(s.auth.unaryInterceptor(role), loggingUnary(ctx)),
+		grpc.ChainStreamInterceptor(s.auth.streamInterceptor(role), loggingStream(ctx)),
 	)
 }
 

@@ -39,6 +39,9 @@ type Config struct {
 	// GRPC is the agent connection of the grpc transport: the URL of the server's agent endpoint, and its TLS,
 	// token and keepalive settings. Each simulated cluster gets a dialer and a connection of its own from it.
 	GRPC *grpcoptions.GRPCOptions
+	// ClusterTokens gives each simulated cluster the bearer token of its own agent, as the server admits an
+	// agent for its own cluster only; a cluster without one uses GRPC's token or certificate.
+	ClusterTokens map[string]string
 	// Hub is the hub apiserver of the kube transport.
 	Hub *rest.Config
 	// Clusters names the simulated clusters (see ClusterNames).

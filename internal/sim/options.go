@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -20,6 +22,7 @@ import (
 type Options struct {
 	Transport          string
 	GRPCConfig         string
+	AgentTokenFile     string
 	HubKubeconfig      string
 	Clusters           int
 	ClusterPrefix      string
@@ -62,7 +65,8 @@ func NewOptions() *Options {
 // AddFlags registers the flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Transport, "transport", o.Transport, "Where works come from: grpc (an argocd-pull or Maestro server) or kube (ManifestWorks on the hub)")
-	fs.StringVar(&o.GRPCConfig, "grpc-config", o.GRPCConfig, "sdk-go gRPC client config of the server's agent endpoint: url, caFile, clientCertFile, clientKeyFile, token or tokenFile (transport grpc; the identity must be allowed to act for every simulated cluster)")
+	fs.StringVar(&o.GRPCConfig, "grpc-config", o.GRPCConfig, "sdk-go gRPC client config of the server's agent endpoint: url, caFile, clientCertFile, clientKeyFile, token or tokenFile (transport grpc)")
+	fs.StringVar(&o.AgentTokenFile, "agent-token-file", o.AgentTokenFile, "The server's token file (token,agent,<cluster> lines): each simulated cluster authenticates with its own agent token from it")
 	fs.StringVar(&o.HubKubeconfig, "hub-kubeconfig", o.HubKubeconfig, "Kubeconfig of the hub (transport kube)")
 	fs.IntVar(&o.Clusters, "clusters", o.Clusters, "Number of simulated managed clusters")
 	fs.StringVar(&o.ClusterPrefix, "cluster-prefix", o.ClusterPrefix, "Names of the simulated clusters: this prefix followed by their index")
@@ -151,6 +155,11 @@ func (o *Options) Config() (Config, error) {
 			return cfg, fmt.Errorf("read grpc config %s: %w", o.GRPCConfig, err)
 		}
 		cfg.GRPC = g
+		if o.AgentTokenFile != "" {
+			if cfg.ClusterTokens, err = readAgentTokens(o.AgentTokenFile); err != nil {
+				return cfg, err
+			}
+		}
 	case workclient.TransportKube:
 		hub, err := clientcmd.BuildConfigFromFlags("", o.HubKubeconfig)
 		if err != nil {
@@ -202,4 +211,21 @@ func (o *Options) Run(ctx context.Context) error {
 				"syncedHealthy", s.SyncedHealthy, "statusUpdates", s.StatusUpdates, "deletions", s.Deletions, "errors", s.Errors)
 		}
 	}
+}
+
+// readAgentTokens reads the agent tokens of a server token file (token,kind[,name] lines, # comments): the
+// token of each cluster's agent by cluster name.
+func readAgentTokens(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path) //nolint:gosec // the user names the file
+	if err != nil {
+		return nil, fmt.Errorf("read agent token file: %w", err)
+	}
+	tokens := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Split(strings.TrimSpace(line), ",")
+		if len(fields) == 3 && strings.TrimSpace(fields[1]) == "agent" {
+			tokens[strings.TrimSpace(fields[2])] = strings.TrimSpace(fields[0])
+		}
+	}
+	return tokens, nil
 }

@@ -112,7 +112,11 @@ func (t *grpcTransport) connect(connectCtx, runCtx context.Context, f *Fleet, c 
 
 func (t *grpcTransport) connectOnce(ctx context.Context, f *Fleet, c *cluster) error {
 	d := t.template.Dialer
-	dialer := &grpcoptions.GRPCDialer{URL: d.URL, KeepAliveOptions: d.KeepAliveOptions, TLSConfig: d.TLSConfig, Token: d.Token}
+	token := d.Token
+	if t, ok := f.cfg.ClusterTokens[c.name]; ok {
+		token = t
+	}
+	dialer := &grpcoptions.GRPCDialer{URL: d.URL, KeepAliveOptions: d.KeepAliveOptions, TLSConfig: d.TLSConfig, Token: token}
 	opts := &grpcoptions.GRPCOptions{Dialer: dialer, ServerHealthinessTimeout: t.template.ServerHealthinessTimeout}
 	clientOpts := clientoptions.NewGenericClientOptions(opts, agentcodec.NewManifestBundleCodec(), c.name+"-work-agent").
 		WithClientWatcherStore(workstore.NewAgentInformerWatcherStore()).

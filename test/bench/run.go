@@ -287,9 +287,12 @@ func startSimulator(ctx context.Context, sc Scenario, f *localfleet.System, clus
 		if err != nil {
 			return nil, err
 		}
-		// One identity for every simulated cluster: the admin token, which may act as any agent.
-		cfg.GRPC = &grpcoptions.GRPCOptions{Dialer: &grpcoptions.GRPCDialer{URL: f.Server.Agent, Token: f.AdminToken,
-			TLSConfig: tlsConfig}}
+		// Each simulated cluster authenticates as its own agent.
+		cfg.GRPC = &grpcoptions.GRPCOptions{Dialer: &grpcoptions.GRPCDialer{URL: f.Server.Agent, TLSConfig: tlsConfig}}
+		cfg.ClusterTokens = map[string]string{}
+		for _, c := range clusters {
+			cfg.ClusterTokens[c] = f.AgentToken(c)
+		}
 	} else {
 		hub := rest.CopyConfig(f.Env.Hub.Config())
 		hub.QPS, hub.Burst = sc.QPS, sc.Burst
