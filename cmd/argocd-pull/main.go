@@ -23,6 +23,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/sim"
 	"github.com/argocd-pull/argocd-pull/internal/statuscmd"
+	"github.com/argocd-pull/argocd-pull/internal/version"
 )
 
 // runnable is what every subcommand's options type provides.
@@ -81,6 +82,7 @@ func subcommands() []*cobra.Command {
 		serverCommand(),
 		command("sim", "Run a fleet of simulated managed clusters (agents with a simulated Argo CD) for scale tests", sim.NewOptions()),
 		cmpCommand(),
+		command("version", "Print the version, git revision, Go version and platform of this build", &version.Options{}),
 	}
 }
 
