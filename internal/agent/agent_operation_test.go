@@ -13,12 +13,13 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/appstatus"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
-var env *testenv.Env
+var env *loopback.Env
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m, testenv.Options{}, &env)) }
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m, loopback.Options{}, &env)) }
 
 // TestOperationReset: a hub operation delivered by server-side apply, through the agent's client, to an
 // Application whose last operation was an automated sync with prune: the old state is reset first, so the

@@ -26,14 +26,14 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/appsetreport"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
-var env *testenv.Env
+var env *loopback.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, testenv.Options{ControllerLog: true}, &env))
+	os.Exit(testutil.Main(m, loopback.Options{ControllerLog: true}, &env))
 }
 
 // hubClient is a direct (uncached) client of the hub.

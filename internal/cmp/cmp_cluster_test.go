@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
@@ -39,11 +39,11 @@ func TestOnRealClusters(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	bin, err := testenv.BuildArgocdPull(ctx, t.TempDir())
+	bin, err := loopback.BuildArgocdPull(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := testenv.Start(ctx, testenv.Options{ManagedClusters: []string{"cluster1"}})
+	env, err := loopback.Start(ctx, loopback.Options{ManagedClusters: []string{"cluster1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,13 +285,13 @@ func runGenerate(ctx context.Context, bin, dir string, env []string) (stdout, st
 	return out.Bytes(), errOut.Bytes(), err
 }
 
-func startAgent(t *testing.T, ctx context.Context, bin string, env *testenv.Env) {
+func startAgent(t *testing.T, ctx context.Context, bin string, env *loopback.Env) {
 	t.Helper()
-	port, err := testenv.FreePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := testenv.StartProcess(testenv.ProcessSpec{
+	p, err := loopback.StartProcess(loopback.ProcessSpec{
 		Name: "agent-cluster1", Path: bin,
 		Args: []string{"agent", "--cluster-name", "cluster1", "--driver", "kube", "--hub-kubeconfig", env.Hub.Kubeconfig,
 			"--kubeconfig", env.Cluster("cluster1").Kubeconfig, "--health-address", fmt.Sprintf("127.0.0.1:%d", port),

@@ -17,8 +17,8 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/localfleet"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/statuscmd"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -102,7 +102,7 @@ func (o *Options) runSample(ctx context.Context, f *localfleet.System) error {
 }
 
 func loadAppSet(sample, repoURL string) (*unstructured.Unstructured, error) {
-	root, err := testenv.ModuleRoot()
+	root, err := loopback.ModuleRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -216,14 +216,14 @@ func render(apps map[string]*unstructured.Unstructured) (string, bool) {
 // printInstructions says how to look at the running fleet and how to stop it.
 func (o *Options) printInstructions(f *localfleet.System) {
 	self, _ := os.Executable()
-	kubectl, err := testenv.Binary("kubectl")
+	kubectl, err := loopback.Binary("kubectl")
 	if err != nil {
 		kubectl = "kubectl"
 	}
 	o.printf("%s State, kubeconfigs and logs are in %s.\n\n", readyMarker, o.Dir)
 	if f.HubArgoCD != nil {
 		o.printf("The hub's Argo CD web UI: %s (user admin, password %s)\n", f.HubArgoCD.URL, f.HubArgoCD.AdminPassword)
-		argocd, err := testenv.Binary("argocd")
+		argocd, err := loopback.Binary("argocd")
 		if err != nil {
 			argocd = "argocd"
 		}

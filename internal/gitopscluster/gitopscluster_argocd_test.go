@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
@@ -100,17 +100,17 @@ func startApplicationSetController(t *testing.T, namespace string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := testenv.Binary("argocd-applicationset-controller")
+	bin, err := loopback.Binary("argocd-applicationset-controller")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports, err := testenv.FreePorts(3)
+	ports, err := loopback.FreePorts(3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
 	dir := filepath.Join(env.Dir, "applicationset-controller")
-	p, err := testenv.StartProcess(testenv.ProcessSpec{
+	p, err := loopback.StartProcess(loopback.ProcessSpec{
 		Name: "argocd-applicationset-controller",
 		Path: bin,
 		Args: []string{"--kubeconfig", kubeconfig, "--namespace", namespace,

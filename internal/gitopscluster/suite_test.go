@@ -29,14 +29,14 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
 	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
-var env *testenv.Env
+var env *loopback.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, testenv.Options{}, &env))
+	os.Exit(testutil.Main(m, loopback.Options{}, &env))
 }
 
 // suite is the controller running in a manager against the test hub, shared by the package's tests; each
@@ -65,12 +65,12 @@ func startSuite(t *testing.T) *suite {
 func newSuite() (*suite, error) {
 	ctx := context.Background()
 	cfg := env.Hub.Config()
-	root, err := testenv.ModuleRoot()
+	root, err := loopback.ModuleRoot()
 	if err != nil {
 		return nil, err
 	}
 	crd := filepath.Join(root, "config", "crd", "apps.open-cluster-management.io_gitopsclusters.yaml")
-	if err := testenv.InstallCRDs(ctx, cfg, []string{crd}); err != nil {
+	if err := loopback.InstallCRDs(ctx, cfg, []string{crd}); err != nil {
 		return nil, err
 	}
 	logFile, err := os.Create(filepath.Join(env.Dir, "gitopscluster-controller.log"))

@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/argocd-pull/argocd-pull/internal/cmp"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -36,7 +36,7 @@ type Options struct {
 	Binary string
 	// ArgoCD starts a real Argo CD on each managed cluster, and on the hub the Argo CD console (argocd-server
 	// with its web UI, a repo server, redis) and the ApplicationSet controller. The managed clusters then also
-	// run Deployments: controllers, a scheduler and a KWOK node (testenv.Options.Workloads).
+	// run Deployments: controllers, a scheduler and a KWOK node (loopback.Options.Workloads).
 	ArgoCD bool
 	// CMP runs the CMP variant with ArgoCD (docs/cmp.md): the hub's Argo CD reconciles Applications itself, with
 	// its application controller, argocd-pull's Config Management Plugin as an argocd-cmp-server sidecar of its
@@ -58,8 +58,8 @@ type Options struct {
 // different thing: simulated managed clusters in one process.)
 type System struct {
 	Options
-	Env *testenv.Env
-	Git *testenv.GitServer
+	Env *loopback.Env
+	Git *loopback.GitServer
 	// Server is argocd-pull server's addresses (Maestro mode).
 	Server Endpoints
 	// AdminToken may use the server's REST API as an admin.
@@ -67,14 +67,14 @@ type System struct {
 	// ControllerMetrics is the hub controller's metrics address.
 	ControllerMetrics string
 	// HubArgoCD is the hub's Argo CD console (with Options.ArgoCD): its URL and admin password.
-	HubArgoCD *testenv.HubArgoCD
+	HubArgoCD *loopback.HubArgoCD
 
-	ca         *testenv.CA
-	server     *testenv.Process
-	controller *testenv.Process
-	agents     map[string]*testenv.Process
-	argocd     map[string]*testenv.ArgoCD
-	appset     *testenv.Process
+	ca         *loopback.CA
+	server     *loopback.Process
+	controller *loopback.Process
+	agents     map[string]*loopback.Process
+	argocd     map[string]*loopback.ArgoCD
+	appset     *loopback.Process
 	serverArgs []string
 	// controllerHealth is the hub controller's /healthz and /readyz address.
 	controllerHealth string
@@ -99,8 +99,8 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if o.CMP && (o.Transport != workclient.TransportKube || !o.ArgoCD) {
 		return nil, errors.New("the CMP variant needs the kube transport and Argo CD")
 	}
-	f := &System{Options: o, agents: map[string]*testenv.Process{}, argocd: map[string]*testenv.ArgoCD{}, tokens: map[string]string{}}
-	ctx = testenv.WithProgress(ctx, func(s string) { f.progress("%s", s) })
+	f := &System{Options: o, agents: map[string]*loopback.Process{}, argocd: map[string]*loopback.ArgoCD{}, tokens: map[string]string{}}
+	ctx = loopback.WithProgress(ctx, func(s string) { f.progress("%s", s) })
 	defer func() {
 		if err != nil {
 			f.Stop()
@@ -116,14 +116,14 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if o.Simulated {
 		managed = nil
 	}
-	f.Env, err = testenv.Start(ctx, testenv.Options{Dir: o.Dir, ManagedClusters: managed, GarbageCollector: true,
+	f.Env, err = loopback.Start(ctx, loopback.Options{Dir: o.Dir, ManagedClusters: managed, GarbageCollector: true,
 		Workloads: o.ArgoCD,
 		Postgres:  o.Transport == workclient.TransportGRPC, HubAPIServerArgs: o.HubAPIServerArgs})
 	if err != nil {
 		return nil, err
 	}
 	f.Dir = f.Env.Dir
-	if f.Git, err = testenv.StartGitServer(f.Dir); err != nil {
+	if f.Git, err = loopback.StartGitServer(f.Dir); err != nil {
 		return nil, err
 	}
 	if err := f.prepareHub(ctx); err != nil {
@@ -159,8 +159,8 @@ func (f *System) progress(format string, args ...any) {
 func (f *System) logPath(name string) string { return filepath.Join(f.Dir, "logs", name+".log") }
 
 // run starts the argocd-pull binary.
-func (f *System) run(name string, args ...string) (*testenv.Process, error) {
-	return testenv.StartProcess(testenv.ProcessSpec{Name: name, Path: f.Binary, Args: args, LogPath: f.logPath(name)})
+func (f *System) run(name string, args ...string) (*loopback.Process, error) {
+	return loopback.StartProcess(loopback.ProcessSpec{Name: name, Path: f.Binary, Args: args, LogPath: f.logPath(name)})
 }
 
 // startServer starts argocd-pull server with mutual TLS (a client certificate per agent, named after its
@@ -173,18 +173,18 @@ func (f *System) startServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if f.ca, err = testenv.NewCA(filepath.Join(f.Dir, "pki")); err != nil {
+	if f.ca, err = loopback.NewCA(filepath.Join(f.Dir, "pki")); err != nil {
 		return err
 	}
 	cert, key, err := f.ca.Issue("argocd-pull-server", true)
 	if err != nil {
 		return err
 	}
-	f.AdminToken = testenv.RandomToken()
+	f.AdminToken = loopback.RandomToken()
 	lines := []string{f.AdminToken + ",admin"}
 	if f.Simulated {
 		for _, c := range f.Clusters {
-			f.tokens["agent/"+c] = testenv.RandomToken()
+			f.tokens["agent/"+c] = loopback.RandomToken()
 			lines = append(lines, f.tokens["agent/"+c]+",agent,"+c)
 		}
 	}
@@ -195,7 +195,7 @@ func (f *System) startServer(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(f.Dir, "pki", "admin.token"), []byte(f.AdminToken), 0o600); err != nil {
 		return fmt.Errorf("write admin token: %w", err)
 	}
-	ports, err := testenv.FreePorts(3)
+	ports, err := loopback.FreePorts(3)
 	if err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func (f *System) StartAgent(ctx context.Context, cluster string) error {
 	if p := f.agents[cluster]; p != nil {
 		p.Stop(10 * time.Second)
 	}
-	port, err := testenv.FreePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return err
 	}
@@ -295,7 +295,7 @@ func (f *System) startControllerProcess() error {
 	if f.controller != nil {
 		f.controller.Stop(10 * time.Second)
 	}
-	ports, err := testenv.FreePorts(2)
+	ports, err := loopback.FreePorts(2)
 	if err != nil {
 		return err
 	}
@@ -327,14 +327,14 @@ func (f *System) startArgoCD(ctx context.Context) error {
 		f.progress("starting Argo CD (redis, repo server, application controller) on %s, and on the hub argocd-server "+
 			"with its web UI, a repo server and the ApplicationSet controller", strings.Join(f.Clusters, ", "))
 	}
-	argos := make([]*testenv.ArgoCD, len(f.Clusters))
+	argos := make([]*loopback.ArgoCD, len(f.Clusters))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		opts, err := f.hubArgoCDOptions()
 		if err != nil {
 			return err
 		}
-		f.HubArgoCD, err = testenv.StartHubArgoCD(gctx, f.Env.Hub, opts)
+		f.HubArgoCD, err = loopback.StartHubArgoCD(gctx, f.Env.Hub, opts)
 		return err
 	})
 	for i, c := range f.Clusters {
@@ -342,7 +342,7 @@ func (f *System) startArgoCD(ctx context.Context) error {
 			break
 		}
 		g.Go(func() error {
-			a, err := testenv.StartArgoCD(gctx, f.Env.Cluster(c), testenv.ArgoCDOptions{
+			a, err := loopback.StartArgoCD(gctx, f.Env.Cluster(c), loopback.ArgoCDOptions{
 				Dir: filepath.Join(f.Dir, "argocd-"+c), Namespace: ArgoCDNamespace, Forward: []string{f.Git.Addr},
 				ReconciliationTimeout: 30 * time.Second,
 			})
@@ -359,7 +359,7 @@ func (f *System) startArgoCD(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.appset, err = testenv.StartApplicationSetController(ctx, f.Env.Hub, ArgoCDNamespace,
+	f.appset, err = loopback.StartApplicationSetController(ctx, f.Env.Hub, ArgoCDNamespace,
 		filepath.Join(f.Dir, "applicationset-controller"), f.HubArgoCD.RepoServer)
 	return err
 }
@@ -367,8 +367,8 @@ func (f *System) startArgoCD(ctx context.Context) error {
 // hubArgoCDOptions are the settings of the hub's Argo CD; in the CMP variant with its application controller,
 // argocd-pull's plugin (this fleet's binary, reading Applications with the hub's admin kubeconfig) and the
 // ManifestWork health check.
-func (f *System) hubArgoCDOptions() (testenv.HubArgoCDOptions, error) {
-	opts := testenv.HubArgoCDOptions{Dir: filepath.Join(f.Dir, "argocd-hub"), Namespace: ArgoCDNamespace}
+func (f *System) hubArgoCDOptions() (loopback.HubArgoCDOptions, error) {
+	opts := loopback.HubArgoCDOptions{Dir: filepath.Join(f.Dir, "argocd-hub"), Namespace: ArgoCDNamespace}
 	if !f.CMP {
 		return opts, nil
 	}
@@ -385,7 +385,7 @@ func (f *System) hubArgoCDOptions() (testenv.HubArgoCDOptions, error) {
 		return opts, fmt.Errorf("link argocd-pull for the plugin: %w", err)
 	}
 	opts.ApplicationController = true
-	opts.Plugins = []testenv.CMPPlugin{{Name: cmp.PluginName, Config: []byte(cmp.PluginConfig), Path: []string{binDir},
+	opts.Plugins = []loopback.CMPPlugin{{Name: cmp.PluginName, Config: []byte(cmp.PluginConfig), Path: []string{binDir},
 		Env: []string{"KUBECONFIG=" + f.Env.Hub.Kubeconfig}}}
 	opts.Settings = map[string]string{cmp.HealthCustomizationKey: cmp.HealthLua, "timeout.reconciliation": "30s"}
 	return opts, nil
@@ -393,7 +393,7 @@ func (f *System) hubArgoCDOptions() (testenv.HubArgoCDOptions, error) {
 
 // Stop stops everything.
 func (f *System) Stop() {
-	var procs []*testenv.Process
+	var procs []*loopback.Process
 	procs = append(procs, f.appset, f.controller)
 	for _, p := range f.agents {
 		procs = append(procs, p)
@@ -431,7 +431,7 @@ func (f *System) ControllerPid() int { return pid(f.controller) }
 // ServerPid is the process ID of argocd-pull server.
 func (f *System) ServerPid() int { return pid(f.server) }
 
-func pid(p *testenv.Process) int {
+func pid(p *loopback.Process) int {
 	if p == nil || !p.Running() {
 		return 0
 	}
@@ -441,7 +441,7 @@ func pid(p *testenv.Process) int {
 // KeepDir keeps the fleet's directory when it stops (its logs, for a failed test or the demo).
 func (f *System) KeepDir() { f.Env.KeepDir() }
 
-func waitHTTP(ctx context.Context, p *testenv.Process, client *http.Client, url string) error {
+func waitHTTP(ctx context.Context, p *loopback.Process, client *http.Client, url string) error {
 	return p.WaitReady(ctx, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 )
 
 // PlacementName is the Placement that selects every managed cluster of the fleet.
@@ -40,7 +40,7 @@ func (f *System) prepareHub(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := testenv.PrepareArgoCDNamespace(ctx, f.Env.Hub, ArgoCDNamespace, 0); err != nil {
+	if err := loopback.PrepareArgoCDNamespace(ctx, f.Env.Hub, ArgoCDNamespace, 0); err != nil {
 		return err
 	}
 	objs := []client.Object{}

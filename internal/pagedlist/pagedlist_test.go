@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/pagedlist"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
 )
 
 func TestOptions(t *testing.T) {
@@ -108,7 +108,7 @@ func configMaps(t *testing.T, n int) *listCounter {
 		t.Skip("starts an apiserver")
 	}
 	ctx := context.Background()
-	env, err := testenv.Start(ctx, testenv.Options{})
+	env, err := loopback.Start(ctx, loopback.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

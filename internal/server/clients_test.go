@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/server/internal/testclients"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
@@ -32,7 +32,7 @@ var testclientBuild struct {
 func testclientBinary(t testing.TB) string {
 	t.Helper()
 	testclientBuild.once.Do(func() {
-		root, err := testenv.ModuleRoot()
+		root, err := loopback.ModuleRoot()
 		if err != nil {
 			testclientBuild.err = err
 			return
@@ -61,7 +61,7 @@ func testclientBinary(t testing.TB) string {
 // remoteClient is a testclient process and its controls.
 type remoteClient struct {
 	*testclients.Remote
-	proc *testenv.Process
+	proc *loopback.Process
 }
 
 // startRemote starts the testclient command with a gRPC config for addr and waits until it serves its
@@ -74,7 +74,7 @@ func startRemote(t *testing.T, name, addr string, args ...string) *remoteClient 
 		t.Fatal(err)
 	}
 	addrFile := filepath.Join(dir, "addr")
-	proc, err := testenv.StartProcess(testenv.ProcessSpec{Name: name, Path: testclientBinary(t),
+	proc, err := loopback.StartProcess(loopback.ProcessSpec{Name: name, Path: testclientBinary(t),
 		Args:    append([]string{"-grpc-config=" + config, "-addr-file=" + addrFile, "-v=2"}, args...),
 		LogPath: filepath.Join(dir, name+".log")})
 	if err != nil {

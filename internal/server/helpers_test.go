@@ -31,11 +31,11 @@ import (
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/clients"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
 
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/server/internal/testclients"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
 )
 
-var pg *testenv.Postgres
+var pg *loopback.Postgres
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -50,7 +50,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	pg, err = testenv.StartPostgres(context.Background(), dir)
+	pg, err = loopback.StartPostgres(context.Background(), dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

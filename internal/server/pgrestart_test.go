@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/server/internal/testclients"
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/server/store"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
@@ -161,7 +161,7 @@ func TestPostgresRestart(t *testing.T) {
 func TestStartBeforeDatabase(t *testing.T) {
 	ctx := context.Background()
 	o := testOptions(testDB(t), "a")
-	ports, err := testenv.FreePorts(3)
+	ports, err := loopback.FreePorts(3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/clients"
 
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 )
 
 // The integration tests share one PostgreSQL and one hub apiserver, each started by the first test that needs
@@ -19,10 +19,10 @@ import (
 var (
 	sharedDir  string
 	pgOnce     sync.Once
-	pg         *testenv.Postgres
+	pg         *loopback.Postgres
 	pgErr      error
 	kubeOnce   sync.Once
-	kubeEnv    *testenv.Env
+	kubeEnv    *loopback.Env
 	kubeEnvErr error
 )
 
@@ -54,10 +54,10 @@ func run(m *testing.M) int {
 }
 
 // postgres returns the shared PostgreSQL server.
-func postgres(t testing.TB) *testenv.Postgres {
+func postgres(t testing.TB) *loopback.Postgres {
 	t.Helper()
 	pgOnce.Do(func() {
-		pg, pgErr = testenv.StartPostgres(context.Background(), filepath.Join(sharedDir, "postgres"))
+		pg, pgErr = loopback.StartPostgres(context.Background(), filepath.Join(sharedDir, "postgres"))
 	})
 	if pgErr != nil {
 		t.Fatal(pgErr)
@@ -66,10 +66,10 @@ func postgres(t testing.TB) *testenv.Postgres {
 }
 
 // hubEnv returns the shared hub apiserver.
-func hubEnv(t testing.TB) *testenv.Env {
+func hubEnv(t testing.TB) *loopback.Env {
 	t.Helper()
 	kubeOnce.Do(func() {
-		kubeEnv, kubeEnvErr = testenv.Start(context.Background(), testenv.Options{Dir: filepath.Join(sharedDir, "kube")})
+		kubeEnv, kubeEnvErr = loopback.Start(context.Background(), loopback.Options{Dir: filepath.Join(sharedDir, "kube")})
 	})
 	if kubeEnvErr != nil {
 		t.Fatal(kubeEnvErr)

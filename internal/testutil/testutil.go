@@ -1,7 +1,7 @@
 // Package testutil holds what the tests of several packages share: waiting for a condition (Eventually,
 // Consistently) and the hub fixtures they all create (a direct client, a namespace, an ApplicationSet).
-// It is imported by tests only; it starts no process (internal/testenv does) and must not import a package
-// under test (hubmanager, application, …): their own tests import it.
+// It is imported by tests only; Main (TestMain's hook) starts a test package's processes through
+// internal/loopback. It must not import a package under test (hubmanager, application, …): their tests import it.
 package testutil
 
 import (

@@ -30,15 +30,15 @@ import (
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/server"
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/server/servertest"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
-var pg *testenv.Postgres
+var pg *loopback.Postgres
 
 func TestMain(m *testing.M) {
 	klog.InitFlags(nil)
@@ -54,7 +54,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	if pg, err = testenv.StartPostgres(context.Background(), dir); err != nil {
+	if pg, err = loopback.StartPostgres(context.Background(), dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -74,7 +74,7 @@ type serverAddrs struct{ source, agent, http string }
 // freeAddrs returns addresses for a server that starts later.
 func freeAddrs(t *testing.T) serverAddrs {
 	t.Helper()
-	ports, err := testenv.FreePorts(3)
+	ports, err := loopback.FreePorts(3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 )
 
 // TestSmallBenchmark runs the benchmark at 20 × 10 in both transports with short phases, so that the
@@ -23,7 +23,7 @@ func TestSmallBenchmark(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeLog()
-	bin, err := testenv.BuildArgocdPull(ctx, dir)
+	bin, err := loopback.BuildArgocdPull(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

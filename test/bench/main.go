@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 )
 
 // scale is one -scale flag: clusters × Applications per cluster, and the transports to run.
@@ -124,7 +124,7 @@ func (o *options) run(ctx context.Context) error {
 		fmt.Printf("%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
 	logf("building argocd-pull")
-	bin, err := testenv.BuildArgocdPull(ctx, o.workDir)
+	bin, err := loopback.BuildArgocdPull(ctx, o.workDir)
 	if err != nil {
 		return err
 	}

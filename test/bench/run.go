@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/localfleet"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/sim"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -111,7 +111,7 @@ func run(ctx context.Context, sc Scenario) (*Result, error) {
 	controllerArgs := []string{fmt.Sprintf("--workers=%d", sc.Concurrency), fmt.Sprintf("--kube-api-qps=%g", sc.QPS),
 		fmt.Sprintf("--kube-api-burst=%d", sc.Burst)}
 	if sc.Pprof {
-		port, err := testenv.FreePort()
+		port, err := loopback.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -141,7 +141,7 @@ func (sc Scenario) hubAPIServerArgs() []string {
 // runFloor measures the floor on a fresh hub apiserver.
 func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) error {
 	sc.Log("floor: creating %d Applications and writing each status once on a fresh hub apiserver", res.Applications)
-	floorEnv, err := testenv.Start(ctx, testenv.Options{Dir: filepath.Join(sc.Dir, "floor"), HubAPIServerArgs: sc.hubAPIServerArgs()})
+	floorEnv, err := loopback.Start(ctx, loopback.Options{Dir: filepath.Join(sc.Dir, "floor"), HubAPIServerArgs: sc.hubAPIServerArgs()})
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/localfleet"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
@@ -101,7 +101,7 @@ func TestArgoCDCLI(t *testing.T) {
 // that exits non-zero fails the test.
 func argocdCLI(t *testing.T, f *localfleet.System) func(ctx context.Context, args ...string) string {
 	t.Helper()
-	bin := must[string](t)(testenv.Binary("argocd"))
+	bin := must[string](t)(loopback.Binary("argocd"))
 	token := must[string](t)(f.HubArgoCD.Login(context.Background()))
 	server := must[*url.URL](t)(url.Parse(f.HubArgoCD.URL))
 	home := t.TempDir()

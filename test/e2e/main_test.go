@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/localfleet"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 )
 
 // binary is the argocd-pull binary built from this tree for the package's tests.
@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	binary, err = testenv.BuildArgocdPull(ctx, dir)
+	binary, err = loopback.BuildArgocdPull(ctx, dir)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/server"
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
 )
 
 // Start runs a server on a new database until the test ends; configure, when given, changes its options
 // first.
-func Start(t testing.TB, pg *testenv.Postgres, configure ...func(*server.Options)) *server.Server {
+func Start(t testing.TB, pg *loopback.Postgres, configure ...func(*server.Options)) *server.Server {
 	t.Helper()
 	o := Options(NewDatabase(t, pg))
 	for _, c := range configure {
@@ -27,7 +27,7 @@ func Start(t testing.TB, pg *testenv.Postgres, configure ...func(*server.Options
 }
 
 // NewDatabase creates a database of the test's own and returns its URL.
-func NewDatabase(t testing.TB, pg *testenv.Postgres) string {
+func NewDatabase(t testing.TB, pg *loopback.Postgres) string {
 	t.Helper()
 	db, err := pg.CreateDatabase(context.Background(), fmt.Sprintf("servertest_%d", time.Now().UnixNano()))
 	if err != nil {

@@ -12,10 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/argocd-pull/argocd-pull/internal/testenv"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 )
 
-var pg *testenv.Postgres
+var pg *loopback.Postgres
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -28,7 +28,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	pg, err = testenv.StartPostgres(context.Background(), dir)
+	pg, err = loopback.StartPostgres(context.Background(), dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -1,4 +1,4 @@
-package testenv
+package loopback
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func (c *Cluster) Config() *rest.Config { return c.UserConfig("admin") }
 func (c *Cluster) UserConfig(user string) *rest.Config {
 	token, ok := c.tokens[user]
 	if !ok {
-		panic(fmt.Sprintf("testenv: cluster %s has no user %q", c.Name, user))
+		panic(fmt.Sprintf("loopback: cluster %s has no user %q", c.Name, user))
 	}
 	return &rest.Config{
 		Host:            c.URL,

@@ -1,14 +1,15 @@
-// Package testenv starts real kube-apiservers (a hub and managed clusters) on a shared etcd, with the Argo CD
-// and OCM CRDs from the Go module cache, and private PostgreSQL servers, for tests and the demo. Every process
-// it starts runs on loopback and is stopped by Stop, or killed with the test binary.
-package testenv
+// Package loopback starts the real processes of a fleet on this machine: kube-apiservers (a hub and managed
+// clusters) on a shared etcd with the Argo CD and OCM CRDs from the Go module cache, private PostgreSQL servers,
+// Argo CD, KWOK and the control loops of a real cluster, a git server, and Chromium. The demo and the tests use
+// it; it holds no testing hooks (package testutil has TestMain's). Every process it starts listens on loopback
+// or in a private network namespace and is stopped by Stop, or killed with the process that started it.
+package loopback
 
 import (
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -66,8 +67,8 @@ func apiserverArgs(name string, opts Options, ca *CA) []string {
 func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	env := &Env{Dir: opts.Dir}
 	if env.Dir == "" {
-		if env.Dir, err = os.MkdirTemp("", "argocd-pull-testenv-"); err != nil {
-			return nil, fmt.Errorf("create testenv dir: %w", err)
+		if env.Dir, err = os.MkdirTemp("", "argocd-pull-loopback-"); err != nil {
+			return nil, fmt.Errorf("create loopback dir: %w", err)
 		}
 		env.ownsDir = true
 	}
@@ -205,34 +206,6 @@ func (e *Env) stopProcesses() {
 	if e.etcd != nil {
 		e.etcd.stop()
 	}
-}
-
-// mainStartTimeout bounds the start of a test package's environment: generous, since a loaded machine starts
-// apiservers slowly, and still an error rather than a hang when one never comes up.
-const mainStartTimeout = 10 * time.Minute
-
-// Tests is what Main runs: a test package's *testing.M (an interface, so that the binaries that start
-// environments for the demo do not link package testing).
-type Tests interface{ Run() int }
-
-// Main starts an environment for a test package, runs its tests and stops it; use it from TestMain.
-// When a test fails the directory with every process's log is kept and its path printed.
-func Main(m Tests, opts Options, env **Env) int {
-	ctx, cancel := context.WithTimeout(context.Background(), mainStartTimeout)
-	started, err := Start(WithProgress(ctx, func(s string) { fmt.Fprintln(os.Stderr, "testenv:", s) }), opts)
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
-		return 1
-	}
-	*env = started
-	code := m.Run()
-	if code != 0 && started.ownsDir {
-		started.ownsDir = false
-		fmt.Fprintf(os.Stderr, "testenv: tests failed; logs kept in %s\n", started.Dir)
-	}
-	started.Stop()
-	return code
 }
 
 // EtcdPid is the process ID of the shared etcd.

@@ -1,4 +1,4 @@
-package testenv
+package loopback_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
@@ -20,12 +21,12 @@ import (
 func TestArgoCD(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, err := Start(ctx, Options{ManagedClusters: []string{"c1"}})
+	env, err := loopback.Start(ctx, loopback.Options{ManagedClusters: []string{"c1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer env.Stop()
-	git, err := StartGitServer(env.Dir)
+	git, err := loopback.StartGitServer(env.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestArgoCD(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := env.Cluster("c1")
-	argo, err := StartArgoCD(ctx, c, ArgoCDOptions{Dir: filepath.Join(env.Dir, "argocd-c1"), Forward: []string{git.Addr}})
+	argo, err := loopback.StartArgoCD(ctx, c, loopback.ArgoCDOptions{Dir: filepath.Join(env.Dir, "argocd-c1"), Forward: []string{git.Addr}})
 	if err != nil {
 		t.Fatal(err)
 	}
