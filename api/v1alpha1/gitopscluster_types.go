@@ -36,10 +36,48 @@ type GitOpsClusterSpec struct {
 	// +optional
 	GitOpsAddon *apiextensionsv1.JSON `json:"gitopsAddon,omitempty"`
 
-	// ArgoCDAgentAddon is accepted for compatibility with the argocd-agent GitOpsCluster and ignored by this
-	// controller.
+	// ArgoCDAgentAddon turns on, for the selected clusters, what the argocd-agent addon gives the hub's Argo CD
+	// in ACM's advanced pull model: the console. The hub's argocd-server then shows each pulled Application's
+	// resource tree, live state, diff, events and logs, read on demand from its cluster through argocd-pull
+	// server (the "principal"), over the stream the cluster's agent opened; the hub never dials a managed cluster.
+	// The controller keeps a console CA and the proxy's serving certificate in the Argo CD namespace, and gives
+	// each cluster secret the proxy as its proxyUrl and a client certificate for that cluster only (rotated
+	// before it expires). Its state shows in the ConsoleReady condition.
 	// +optional
-	ArgoCDAgentAddon *apiextensionsv1.JSON `json:"argoCDAgentAddon,omitempty"`
+	ArgoCDAgentAddon *ArgoCDAgentAddonSpec `json:"argoCDAgentAddon,omitempty"`
+}
+
+// ArgoCDAgentAddonSpec has the fields of ACM's GitOpsCluster argoCDAgentAddon.
+type ArgoCDAgentAddonSpec struct {
+	// PrincipalServerAddress is the host the hub's argocd-server reaches argocd-pull server's console proxy at
+	// (its --console-proxy-bind-address). Required.
+	// +optional
+	PrincipalServerAddress string `json:"principalServerAddress,omitempty"`
+
+	// PrincipalServerPort is the port of the console proxy; 443 when empty.
+	// +optional
+	PrincipalServerPort string `json:"principalServerPort,omitempty"`
+
+	// Mode is accepted for compatibility and ignored: the pull model is argocd-agent's managed mode.
+	// +optional
+	Mode string `json:"mode,omitempty"`
+
+	// OperatorImage is accepted for compatibility and ignored.
+	// +optional
+	OperatorImage string `json:"operatorImage,omitempty"`
+
+	// AgentImage is accepted for compatibility and ignored: argocd-pull's agent answers the console.
+	// +optional
+	AgentImage string `json:"agentImage,omitempty"`
+
+	// Uninstall turns the console off: the cluster secrets lose their proxy and credentials.
+	// +optional
+	Uninstall bool `json:"uninstall,omitempty"`
+}
+
+// ConsoleEnabled reports whether the spec asks for the console.
+func (s *GitOpsClusterSpec) ConsoleEnabled() bool {
+	return s.ArgoCDAgentAddon != nil && !s.ArgoCDAgentAddon.Uninstall
 }
 
 // ArgoServerSpec locates an Argo CD instance.
@@ -93,7 +131,11 @@ const (
 	ConditionPlacementResolved = "PlacementResolved"
 	// ConditionClustersRegistered is True when every selected cluster has a cluster secret in the Argo CD namespace.
 	ConditionClustersRegistered = "ClustersRegistered"
-	// ConditionReady is True when the clusters are registered and the ocm-placement-generator ConfigMap is in place.
+	// ConditionConsoleReady is True when the console's CA, the proxy's serving certificate and every registered
+	// cluster's console credentials are in place (only with spec.argoCDAgentAddon).
+	ConditionConsoleReady = "ConsoleReady"
+	// ConditionReady is True when the clusters are registered, the ocm-placement-generator ConfigMap is in place
+	// and, when asked for, the console is ready.
 	ConditionReady = "Ready"
 )
 
@@ -120,6 +162,12 @@ const (
 	ReasonGeneratorConfigMapConflict = "GeneratorConfigMapConflict"
 	// ReasonGeneratorConfigMapFailed: writing the ocm-placement-generator ConfigMap failed; the controller retries.
 	ReasonGeneratorConfigMapFailed = "GeneratorConfigMapFailed"
+	// ReasonConsoleNotConfigured: spec.argoCDAgentAddon lacks what the console needs (the principal's address).
+	ReasonConsoleNotConfigured = "ConsoleNotConfigured"
+	// ReasonConsoleCertificatesFailed: the console's CA or serving certificate could not be read or written.
+	ReasonConsoleCertificatesFailed = "ConsoleCertificatesFailed"
+	// ReasonConsoleIssued: the console's certificates and every registered cluster's credentials are in place.
+	ReasonConsoleIssued = "Issued"
 	// ReasonReady: the clusters are registered with Argo CD.
 	ReasonReady = "Ready"
 )

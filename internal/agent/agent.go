@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/openshift/library-go/pkg/controller/controllercmd"
@@ -31,6 +32,7 @@ import (
 	commonoptions "open-cluster-management.io/ocm/pkg/common/options"
 	"open-cluster-management.io/ocm/pkg/work/spoke"
 
+	"github.com/argocd-pull/argocd-pull/internal/consoleagent"
 	"github.com/argocd-pull/argocd-pull/internal/reconnect"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
@@ -53,6 +55,16 @@ type Options struct {
 	InstallCRDs        bool
 	KubeAPIQPS         float32
 	KubeAPIBurst       int
+
+	// ConsoleRedis is the cluster's Argo CD redis: set, the agent answers the hub console over its console
+	// stream (package consoleagent).
+	ConsoleRedis             string
+	ConsoleRedisPasswordFile string
+	// ConsoleGRPCConfig is the gRPC config of the server's agent endpoint for the console stream; the work
+	// agent's --grpc-config when empty (driver grpc).
+	ConsoleGRPCConfig string
+	// ArgoCDNamespace is where the cluster's Argo CD runs.
+	ArgoCDNamespace string
 }
 
 // NewOptions returns the defaults.
@@ -65,6 +77,7 @@ func NewOptions() *Options {
 		InstallCRDs:        true,
 		KubeAPIQPS:         50,
 		KubeAPIBurst:       100,
+		ArgoCDNamespace:    "argocd",
 	}
 }
 
@@ -85,6 +98,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.InstallCRDs, "install-crds", o.InstallCRDs, "Create the AppliedManifestWork CRD on the managed cluster when it is missing")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the managed cluster's and the hub's apiserver")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the managed cluster's and the hub's apiserver")
+	fs.StringVar(&o.ConsoleRedis, "console-redis-address", o.ConsoleRedis,
+		"The cluster's Argo CD redis (host:port): set, the agent answers the hub's Argo CD console (resource trees, live state, events, logs of delivered Applications) over a stream it opens on argocd-pull server")
+	fs.StringVar(&o.ConsoleRedisPasswordFile, "console-redis-password-file", o.ConsoleRedisPasswordFile, "File with the password of the cluster's Argo CD redis (the argocd-redis Secret's auth), if it has one")
+	fs.StringVar(&o.ConsoleGRPCConfig, "console-grpc-config", o.ConsoleGRPCConfig,
+		"sdk-go gRPC client config of argocd-pull server's agent endpoint for the console stream (default: --grpc-config)")
+	fs.StringVar(&o.ArgoCDNamespace, "argocd-namespace", o.ArgoCDNamespace, "Namespace of the cluster's Argo CD")
 }
 
 // Validate checks the flags and fills in the defaults that depend on others.
@@ -116,6 +135,14 @@ func (o *Options) Validate() error {
 	}
 	if o.AgentID == "" {
 		o.AgentID = o.ClusterName + "-agent"
+	}
+	if o.ConsoleRedis != "" {
+		if o.ConsoleGRPCConfig == "" && o.Driver == workclient.TransportGRPC {
+			o.ConsoleGRPCConfig = o.GRPCConfig
+		}
+		if o.ConsoleGRPCConfig == "" {
+			errs = append(errs, errors.New("--console-redis-address needs --console-grpc-config (argocd-pull server's agent endpoint) with --driver=kube"))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -164,6 +191,9 @@ func (o *Options) Run(ctx context.Context) error {
 		work.CloudEventsClientCodecs = []string{"manifestbundle"}
 	}
 
+	if err := o.startConsole(ctx); err != nil {
+		return err
+	}
 	logger.Info("Starting the work agent", "maxJSONRawLength", o.MaxJSONRawLength)
 	return spoke.NewWorkAgentConfig(common, work).RunWorkloadAgent(ctx, &controllercmd.ControllerContext{
 		KubeConfig:        spokeConfig,
@@ -171,7 +201,46 @@ func (o *Options) Run(ctx context.Context) error {
 	})
 }
 
+// startConsole answers the hub console in the background, when --console-redis-address is set.
+func (o *Options) startConsole(ctx context.Context) error {
+	if o.ConsoleRedis == "" {
+		return nil
+	}
+	kube, err := o.spokeRawConfig()
+	if err != nil {
+		return err
+	}
+	var password string
+	if o.ConsoleRedisPasswordFile != "" {
+		b, err := os.ReadFile(o.ConsoleRedisPasswordFile)
+		if err != nil {
+			return fmt.Errorf("read --console-redis-password-file: %w", err)
+		}
+		password = strings.TrimSpace(string(b))
+	}
+	c, err := consoleagent.New(consoleagent.Config{Cluster: o.ClusterName, AgentID: o.AgentID, GRPCConfig: o.ConsoleGRPCConfig,
+		Kube: kube, Redis: o.ConsoleRedis, RedisPassword: password, ArgoCDNamespace: o.ArgoCDNamespace})
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := c.Run(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "The console stopped")
+		}
+	}()
+	return nil
+}
+
 func (o *Options) spokeConfig() (*rest.Config, error) {
+	cfg, err := o.spokeRawConfig()
+	if err != nil {
+		return nil, err
+	}
+	return withOperationReset(cfg)
+}
+
+// spokeRawConfig is the managed cluster's config as the kubeconfig gives it.
+func (o *Options) spokeRawConfig() (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if o.Kubeconfig != "" {
 		rules.ExplicitPath = o.Kubeconfig
@@ -181,7 +250,7 @@ func (o *Options) spokeConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("load managed cluster kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	return withOperationReset(cfg)
+	return cfg, nil
 }
 
 // ensureAppliedManifestWorkCRD creates the CRD the work agent needs on the managed cluster when it is missing.

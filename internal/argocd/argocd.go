@@ -140,3 +140,32 @@ func Project(app *unstructured.Unstructured) string {
 	}
 	return p
 }
+
+// ClusterServerDomain is the domain of the server URLs the pull model gives managed clusters in Argo CD's
+// cluster secrets on the hub. ".invalid" is reserved (RFC 2606, RFC 6761): the name never resolves, so the hub's
+// Argo CD cannot open a connection to a managed cluster; with the console on, its requests go through
+// argocd-pull server's proxy instead (the cluster secret's proxyUrl), which answers over the cluster's agent.
+const ClusterServerDomain = "ocm-pull.invalid"
+
+// ClusterServerURL is the server URL of a managed cluster in Argo CD: unique per cluster and never resolvable.
+func ClusterServerURL(cluster string) string {
+	return "https://" + cluster + "." + ClusterServerDomain
+}
+
+// ClusterOfServerHost is the managed cluster of a host (with or without a port) of a ClusterServerURL.
+func ClusterOfServerHost(host string) (string, bool) {
+	if h, port, ok := strings.Cut(host, ":"); ok && port != "" {
+		host = h
+	}
+	cluster, ok := strings.CutSuffix(strings.ToLower(host), "."+ClusterServerDomain)
+	return cluster, ok && cluster != ""
+}
+
+// ClusterOfServerURL is the managed cluster of a ClusterServerURL.
+func ClusterOfServerURL(server string) (string, bool) {
+	host, ok := strings.CutPrefix(server, "https://")
+	if !ok || strings.ContainsAny(host, "/?#") {
+		return "", false
+	}
+	return ClusterOfServerHost(host)
+}

@@ -84,6 +84,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, step := range []func(context.Context, *v1alpha1.GitOpsCluster, *observation) error{
 		r.resolvePlacement,
 		r.checkArgoNamespace,
+		r.syncConsole,
 		r.syncSecrets,
 		r.syncGeneratorConfigMap,
 	} {
@@ -121,6 +122,13 @@ func result(obs observation, conflictRecheck time.Duration) (ctrl.Result, error)
 		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("name conflicts: %s", summarize(reg.conflicts)))
 	case !obs.configMap.ok:
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(obs.configMap.message))
+	case obs.console.requested && obs.console.reason == v1alpha1.ReasonConsoleCertificatesFailed:
+		return ctrl.Result{}, errors.New(obs.console.message)
+	case obs.console.requested && !obs.console.ok && obs.argoNamespaceFound:
+		return ctrl.Result{}, reconcile.TerminalError(errors.New(obs.console.message))
+	case !obs.consoleRenewAt.IsZero():
+		// Certificates are issued again before they expire, however quiet the GitOpsCluster is.
+		return ctrl.Result{RequeueAfter: min(max(time.Until(obs.consoleRenewAt), time.Minute), 24*time.Hour)}, nil
 	}
 	return ctrl.Result{}, nil
 }

@@ -21,6 +21,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
 )
 
 // Labels, annotations and values of the Argo CD cluster secrets.
@@ -42,9 +43,6 @@ const (
 	// AnnotationOwner names the GitOpsCluster ("namespace/name") a cluster secret belongs to. The controller
 	// changes and deletes only Secrets that carry it; annotating an existing secret hands it over.
 	AnnotationOwner = "apps.open-cluster-management.io/gitopscluster"
-	// ServerDomain is the domain of the secrets' server URLs. ".invalid" is reserved (RFC 2606, RFC 6761): the
-	// name never resolves, so the hub's Argo CD cannot open a connection to a managed cluster.
-	ServerDomain = "ocm-pull.invalid"
 	// secretNameSuffix is the suffix of ACM's pull-model cluster secrets.
 	secretNameSuffix = "-application-manager-cluster-secret"
 )
@@ -60,11 +58,6 @@ func SecretName(cluster string) string {
 	hash := hex.EncodeToString(sum[:])[:10]
 	keep := validation.DNS1123SubdomainMaxLength - len(secretNameSuffix) - len(hash) - 1
 	return cluster[:keep] + "-" + hash + secretNameSuffix
-}
-
-// ServerURL returns the server URL of a managed cluster in Argo CD: unique per cluster and never reachable.
-func ServerURL(cluster string) string {
-	return "https://" + cluster + "." + ServerDomain
 }
 
 // ownerKey is the AnnotationOwner value of a GitOpsCluster's secrets.
@@ -85,7 +78,7 @@ func secretCluster(s *corev1.Secret) string {
 // desiredSecret returns the cluster secret of one managed cluster, owned by gc: no credentials, the managed
 // cluster's labels, and the labels ACM's GitOpsCluster sets, which take precedence.
 func desiredSecret(gc *v1alpha1.GitOpsCluster, argoNamespace, cluster string, clusterLabels map[string]string) *corev1.Secret {
-	server := ServerURL(cluster)
+	server := argocd.ClusterServerURL(cluster)
 	labels := maps.Clone(clusterLabels)
 	if labels == nil {
 		labels = map[string]string{}
@@ -94,7 +87,7 @@ func desiredSecret(gc *v1alpha1.GitOpsCluster, argoNamespace, cluster string, cl
 	labels[LabelACMCluster] = "true"
 	labels[LabelClusterName] = cluster
 	labels[LabelManagedBy] = ManagedBy
-	host := cluster + "." + ServerDomain
+	host := cluster + "." + argocd.ClusterServerDomain
 	if len(validation.IsValidLabelValue(host)) == 0 {
 		labels[LabelClusterServer] = host
 	} else {
@@ -222,6 +215,8 @@ type planInput struct {
 	// successors maps a cluster to another GitOpsCluster that registers it with the same Argo CD, to hand the
 	// secret over to instead of deleting it.
 	successors map[string]*v1alpha1.GitOpsCluster
+	// consoleConfigs are the selected clusters' Argo CD cluster configs with the console on (nil without it).
+	consoleConfigs map[string][]byte
 }
 
 // planSecrets compares the secrets the selected clusters need with the secrets that exist. It never plans a
@@ -241,6 +236,9 @@ func planSecrets(in planInput) secretPlan {
 	keep := map[types.NamespacedName]bool{}
 	for _, cluster := range in.clusters {
 		desired := desiredSecret(in.gc, in.argoNamespace, cluster, in.clusterLabels[cluster])
+		if cfg := in.consoleConfigs[cluster]; cfg != nil {
+			desired.Data["config"] = cfg
+		}
 		keep[client.ObjectKeyFromObject(desired)] = true
 		if others := slices.DeleteFunc(slices.Clone(definedBy[cluster]), func(n string) bool { return n == desired.Name }); len(others) > 0 {
 			p.conflicts = append(p.conflicts, fmt.Sprintf("%s: Argo CD cluster %q is already defined by Secret %s/%s",
@@ -474,6 +472,12 @@ func (r *Reconciler) syncSecrets(ctx context.Context, gc *v1alpha1.GitOpsCluster
 		return fmt.Errorf("list cluster secrets in namespace %s: %w", argoNamespace, err)
 	}
 	in.existing = existing.Items
+	if obs.console.ok {
+		if in.consoleConfigs, err = consoleConfigs(obs.console.creds, in.clusters, in.existing); err != nil {
+			obs.console.ok, obs.console.reason, obs.console.message = false, v1alpha1.ReasonConsoleCertificatesFailed, err.Error()
+		}
+		obs.consoleRenewAt = renewAt(in.consoleConfigs)
+	}
 	in.ownerExists = r.gitOpsClusterExists(ctx)
 	if in.successors, err = r.successors(ctx, gc, argoNamespace); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
 )
 
 func testGitOpsCluster(namespace, name string) *v1alpha1.GitOpsCluster {
@@ -60,7 +61,7 @@ func TestDesiredSecret(t *testing.T) {
 			name: "same namespace: owner reference and ACM labels", gc: gc, cluster: "c1",
 			wantLabels: map[string]string{
 				LabelSecretType: SecretTypeCluster, LabelACMCluster: "true", LabelClusterName: "c1",
-				LabelClusterServer: "c1." + ServerDomain, LabelManagedBy: ManagedBy,
+				LabelClusterServer: "c1." + argocd.ClusterServerDomain, LabelManagedBy: ManagedBy,
 			},
 			wantOwnerRef: true,
 		},
@@ -69,7 +70,7 @@ func TestDesiredSecret(t *testing.T) {
 			clusterLabels: map[string]string{"env": "prod", LabelClusterName: "spoofed", LabelSecretType: "repository"},
 			wantLabels: map[string]string{
 				"env": "prod", LabelSecretType: SecretTypeCluster, LabelACMCluster: "true", LabelClusterName: "c1",
-				LabelClusterServer: "c1." + ServerDomain, LabelManagedBy: ManagedBy,
+				LabelClusterServer: "c1." + argocd.ClusterServerDomain, LabelManagedBy: ManagedBy,
 			},
 			wantOwnerRef: true,
 		},
@@ -77,7 +78,7 @@ func TestDesiredSecret(t *testing.T) {
 			name: "other namespace: no owner reference", gc: testGitOpsCluster("team", "gc"), cluster: "c1",
 			wantLabels: map[string]string{
 				LabelSecretType: SecretTypeCluster, LabelACMCluster: "true", LabelClusterName: "c1",
-				LabelClusterServer: "c1." + ServerDomain, LabelManagedBy: ManagedBy,
+				LabelClusterServer: "c1." + argocd.ClusterServerDomain, LabelManagedBy: ManagedBy,
 			},
 		},
 		{

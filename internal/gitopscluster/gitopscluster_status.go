@@ -3,6 +3,7 @@ package gitopscluster
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -20,6 +21,9 @@ type observation struct {
 	placement          placementResult
 	registration       registration
 	configMap          configMapResult
+	console            consoleResult
+	// consoleRenewAt is when the earliest console certificate is to be issued again (zero without the console).
+	consoleRenewAt time.Time
 	// ignored lists the spec fields the pull model accepts and does not act on.
 	ignored []string
 }
@@ -53,8 +57,16 @@ func ignoredFields(spec *v1alpha1.GitOpsClusterSpec) []string {
 	if spec.GitOpsAddon != nil {
 		fields = append(fields, "spec.gitopsAddon")
 	}
-	if spec.ArgoCDAgentAddon != nil {
-		fields = append(fields, "spec.argoCDAgentAddon")
+	if a := spec.ArgoCDAgentAddon; a != nil {
+		// The addon's console is what argocd-pull builds; its installation fields have no meaning here.
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"mode", a.Mode != ""}, {"operatorImage", a.OperatorImage != ""}, {"agentImage", a.AgentImage != ""}} {
+			if f.set {
+				fields = append(fields, "spec.argoCDAgentAddon."+f.name)
+			}
+		}
 	}
 	return fields
 }
@@ -103,7 +115,7 @@ func registeredCondition(obs *observation) metav1.Condition {
 	return c
 }
 
-func readyCondition(obs *observation, placement, registered metav1.Condition) metav1.Condition {
+func readyCondition(obs *observation, placement, registered metav1.Condition, console *metav1.Condition) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse}
 	switch {
 	case placement.Status != metav1.ConditionTrue:
@@ -112,6 +124,8 @@ func readyCondition(obs *observation, placement, registered metav1.Condition) me
 		c.Reason, c.Message = registered.Reason, registered.Message
 	case !obs.configMap.ok:
 		c.Reason, c.Message = obs.configMap.reason, obs.configMap.message
+	case console != nil && console.Status != metav1.ConditionTrue:
+		c.Reason, c.Message = console.Reason, console.Message
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonReady
 		c.Message = fmt.Sprintf("%d clusters registered with Argo CD in namespace %s", obs.registration.registered, obs.argoNamespace)
@@ -127,7 +141,15 @@ func readyCondition(obs *observation, placement, registered metav1.Condition) me
 func computeStatus(old v1alpha1.GitOpsClusterStatus, obs observation, now metav1.Time) (v1alpha1.GitOpsClusterStatus, bool) {
 	placement := placementCondition(&obs)
 	registered := registeredCondition(&obs)
-	ready := readyCondition(&obs, placement, registered)
+	conditions := []metav1.Condition{placement, registered}
+	var console *metav1.Condition
+	if obs.console.requested {
+		c := consoleCondition(&obs)
+		console = &c
+		conditions = append(conditions, c)
+	}
+	ready := readyCondition(&obs, placement, registered, console)
+	conditions = append(conditions, ready)
 
 	next := v1alpha1.GitOpsClusterStatus{
 		ObservedGeneration: obs.generation,
@@ -141,11 +163,12 @@ func computeStatus(old v1alpha1.GitOpsClusterStatus, obs observation, now metav1
 		next.Phase = v1alpha1.PhaseSuccessful
 	}
 	for _, c := range old.Conditions {
-		if c.Type == v1alpha1.ConditionPlacementResolved || c.Type == v1alpha1.ConditionClustersRegistered || c.Type == v1alpha1.ConditionReady {
+		if c.Type == v1alpha1.ConditionPlacementResolved || c.Type == v1alpha1.ConditionClustersRegistered || c.Type == v1alpha1.ConditionReady ||
+			(c.Type == v1alpha1.ConditionConsoleReady && obs.console.requested) {
 			next.Conditions = append(next.Conditions, c)
 		}
 	}
-	for _, c := range []metav1.Condition{placement, registered, ready} {
+	for _, c := range conditions {
 		c.ObservedGeneration = obs.generation
 		c.LastTransitionTime = now
 		meta.SetStatusCondition(&next.Conditions, c)

@@ -203,10 +203,10 @@ func TestIgnoredFields(t *testing.T) {
 		CreateBlankClusterSecrets: &no,
 		CreatePolicyTemplate:      &yes,
 		GitOpsAddon:               &apiextensionsv1.JSON{Raw: []byte(`{"enabled":true}`)},
-		ArgoCDAgentAddon:          &apiextensionsv1.JSON{Raw: []byte(`{}`)},
+		ArgoCDAgentAddon:          &v1alpha1.ArgoCDAgentAddonSpec{PrincipalServerAddress: "console", Mode: "managed", AgentImage: "x"},
 	}
 	want := []string{"spec.argoServer.cluster", "spec.managedServiceAccountRef", "spec.createBlankClusterSecrets",
-		"spec.createPolicyTemplate", "spec.gitopsAddon", "spec.argoCDAgentAddon"}
+		"spec.createPolicyTemplate", "spec.gitopsAddon", "spec.argoCDAgentAddon.mode", "spec.argoCDAgentAddon.agentImage"}
 	if got := ignoredFields(&spec); !reflect.DeepEqual(got, want) {
 		t.Errorf("ignoredFields = %v, want %v", got, want)
 	}
@@ -249,6 +249,16 @@ func TestResult(t *testing.T) {
 		{"foreign configmap waits for its watch", func(o *observation) {
 			o.configMap = configMapResult{reason: v1alpha1.ReasonGeneratorConfigMapConflict, message: "foreign"}
 		}, true, true, false},
+		{"console certificates that failed are retried", func(o *observation) {
+			o.console = consoleResult{requested: true, reason: v1alpha1.ReasonConsoleCertificatesFailed, message: "boom"}
+		}, true, false, false},
+		{"console without an address waits for a spec change", func(o *observation) {
+			o.console = consoleResult{requested: true, reason: v1alpha1.ReasonConsoleNotConfigured, message: "no address"}
+		}, true, true, false},
+		{"console certificates are renewed in time", func(o *observation) {
+			o.console = consoleResult{requested: true, ok: true}
+			o.consoleRenewAt = time.Now().Add(time.Minute + 30*time.Second)
+		}, false, false, false},
 	}
 	for _, tt := range tests {
 		obs := good

@@ -71,8 +71,11 @@ func stripSecret(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
+	// A secret of a GitOpsCluster keeps its config: with the console on, it holds the cluster's console
+	// credentials, which are kept from one reconcile to the next while they are fresh.
+	owned := s.Annotations[AnnotationOwner] != ""
 	for k := range s.Data {
-		if k != "name" && k != "server" {
+		if k != "name" && k != "server" && (k != "config" || !owned) {
 			delete(s.Data, k)
 		}
 	}

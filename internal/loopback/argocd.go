@@ -91,7 +91,7 @@ func StartArgoCD(ctx context.Context, c *Cluster, o ArgoCDOptions) (_ *ArgoCD, e
 	if err != nil {
 		return nil, err
 	}
-	redis, err := SystemBinary("redis-server", redisBinDirs...)
+	redis, err := redisSpec("redis-"+c.Name, strconv.Itoa(redisPort))
 	if err != nil {
 		return nil, err
 	}
@@ -110,10 +110,7 @@ func StartArgoCD(ctx context.Context, c *Cluster, o ArgoCDOptions) (_ *ArgoCD, e
 	redisAddr := "127.0.0.1:" + strconv.Itoa(redisPort)
 	repoAddr := "127.0.0.1:" + strconv.Itoa(repoPort)
 	env := []string{"KUBECONFIG=" + kubeconfig, "TMPDIR=" + scratch, "HOME=" + scratch, "ARGOCD_GPG_ENABLED=false", "ARGOCD_FAKE_IN_CLUSTER=true"}
-	specs := []ProcessSpec{{
-		Name: "redis-" + c.Name, Path: redis,
-		Args: []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(redisPort), "--save", "", "--appendonly", "no"},
-	}, {
+	specs := []ProcessSpec{redis, {
 		Name: "argocd-repo-server-" + c.Name, Path: repoServer,
 		Args: []string{"--address", "127.0.0.1", "--port", strconv.Itoa(repoPort), "--metrics-address", "127.0.0.1",
 			"--metrics-port", strconv.Itoa(repoMetricsPort), "--redis", redisAddr},
@@ -129,7 +126,7 @@ func StartArgoCD(ctx context.Context, c *Cluster, o ArgoCDOptions) (_ *ArgoCD, e
 			return nil, err
 		}
 		a.procs = append(a.procs, p)
-		if s.Path == redis {
+		if s.Name == redis.Name {
 			if err := waitTCP(ctx, p, a.netns, redisAddr); err != nil {
 				return nil, err
 			}

@@ -72,10 +72,6 @@ func StartHubArgoCD(ctx context.Context, hub *Cluster, o HubArgoCDOptions) (_ *H
 	if err := addSettings(ctx, hub, o.Namespace, o.Settings); err != nil {
 		return nil, err
 	}
-	redis, err := SystemBinary("redis-server", redisBinDirs...)
-	if err != nil {
-		return nil, err
-	}
 	repoServer, err := Binary("argocd-repo-server")
 	if err != nil {
 		return nil, err
@@ -117,10 +113,11 @@ func StartHubArgoCD(ctx context.Context, hub *Cluster, o HubArgoCDOptions) (_ *H
 		}
 		env = append(env, "ARGOCD_PLUGINSOCKFILEPATH="+sockets)
 	}
-	specs := []ProcessSpec{{
-		Name: "redis-hub", Path: redis,
-		Args: []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(ports[2]), "--save", "", "--appendonly", "no"},
-	}, {
+	redis, err := redisSpec("redis-hub", strconv.Itoa(ports[2]))
+	if err != nil {
+		return nil, err
+	}
+	specs := []ProcessSpec{redis, {
 		Name: "argocd-repo-server-hub", Path: repoServer,
 		Args: []string{"--address", "127.0.0.1", "--port", strconv.Itoa(ports[1]), "--metrics-address", "127.0.0.1",
 			"--metrics-port", strconv.Itoa(ports[3]), "--redis", a.Redis},
@@ -141,7 +138,7 @@ func StartHubArgoCD(ctx context.Context, hub *Cluster, o HubArgoCDOptions) (_ *H
 			return nil, err
 		}
 		a.procs = append(a.procs, p)
-		if s.Path == redis {
+		if s.Name == redis.Name {
 			if err := waitTCP(ctx, p, nil, a.Redis); err != nil {
 				return nil, err
 			}

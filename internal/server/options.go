@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"github.com/argocd-pull/argocd-pull/internal/console"
 	"github.com/argocd-pull/argocd-pull/internal/envflag"
 )
 
@@ -52,6 +53,9 @@ type Options struct {
 	SourceSendTimeout         time.Duration
 	ShutdownTimeout           time.Duration
 
+	// Console opens the hub console's doors for argocd-server (package console).
+	Console console.Options
+
 	envErr error
 }
 
@@ -77,6 +81,7 @@ func NewOptions() *Options {
 		SourceSendTimeout:         30 * time.Second,
 		ShutdownTimeout:           20 * time.Second,
 		CredentialsReloadInterval: 10 * time.Second,
+		Console:                   console.NewOptions(),
 	}
 }
 
@@ -109,12 +114,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.SourceQueueLength, "source-queue-length", o.SourceQueueLength, "Statuses queued per source subscription")
 	fs.DurationVar(&o.SourceSendTimeout, "source-send-timeout", o.SourceSendTimeout, "A source subscription whose queue stays full this long is closed (the source resyncs)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "Time given to in-flight requests on shutdown")
+	o.Console.AddFlags(fs)
 	o.envErr = envflag.Apply(fs, EnvPrefix)
 }
 
 // Validate checks the options.
 func (o *Options) Validate() error {
-	errs := []error{o.envErr}
+	errs := []error{o.envErr, o.Console.Validate()}
 	if o.DatabaseURL == "" {
 		errs = append(errs, errors.New("--database-url is required"))
 	}

@@ -27,6 +27,8 @@ import (
 	pbv1 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc/protobuf/v1"
 	grpcbroker "open-cluster-management.io/sdk-go/pkg/cloudevents/server/grpc"
 
+	"github.com/argocd-pull/argocd-pull/internal/console"
+	"github.com/argocd-pull/argocd-pull/internal/consoleapi"
 	"github.com/argocd-pull/argocd-pull/internal/server/store"
 )
 
@@ -47,6 +49,11 @@ type Server struct {
 	agentGRPC  *grpc.Server
 	http       *http.Server
 	listeners  [3]net.Listener
+
+	// console is the hub console's doors, when its options open them; consoleListeners are their listeners
+	// (redis proxy, managed clusters' API proxy), nil when off.
+	console          *console.Doors
+	consoleListeners [2]net.Listener
 
 	// openStore opens the store; tests replace it to inject failures.
 	openStore func(ctx context.Context, cfg store.Config) (store.Store, error)
@@ -98,6 +105,9 @@ func (s *Server) start(startCtx context.Context) error {
 		return err
 	}
 	if err := s.listen(); err != nil {
+		return err
+	}
+	if err := s.setUpConsole(); err != nil {
 		return err
 	}
 	s.background(ctx, func(ctx context.Context) { s.creds.watch(ctx, s.opts.CredentialsReloadInterval) })
@@ -237,8 +247,13 @@ func (s *Server) startServing(ctx, waitCtx context.Context, tlsConfig *tls.Confi
 	s.agentGRPC = s.grpcServer(ctx, tlsConfig, KindAgent)
 	pbv1.RegisterCloudEventServiceServer(s.agentGRPC, &agentEndpoint{s: s, broker: broker, service: service})
 
+	if s.console != nil {
+		consoleapi.Register(s.agentGRPC, s.serveConsole)
+	}
+
 	s.serve(func() error { return s.sourceGRPC.Serve(s.listeners[0]) })
 	s.serve(func() error { return s.agentGRPC.Serve(s.listeners[1]) })
+	s.serveConsoleDoors(ctx)
 	s.background(ctx, s.maintain)
 	return nil
 }
@@ -341,7 +356,7 @@ func (s *Server) stop() {
 	if s.http != nil {
 		_ = s.http.Shutdown(ctx)
 	}
-	for _, l := range s.listeners {
+	for _, l := range append(s.listeners[:], s.consoleListeners[:]...) {
 		if l != nil {
 			_ = l.Close()
 		}
