@@ -41,7 +41,9 @@ func TestConsoleCredentials(t *testing.T) {
 	s.waitCondition(t, key, v1alpha1.ConditionConsoleReady, metav1.ConditionFalse, v1alpha1.ReasonConsoleNotConfigured)
 	s.waitCondition(t, key, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonConsoleNotConfigured)
 
-	s.update(t, gc, func() { gc.Spec.ArgoCDAgentAddon = &v1alpha1.ArgoCDAgentAddonSpec{PrincipalServerAddress: "127.0.0.1", PrincipalServerPort: "9443"} })
+	s.update(t, gc, func() {
+		gc.Spec.ArgoCDAgentAddon = &v1alpha1.ArgoCDAgentAddonSpec{PrincipalServerAddress: "127.0.0.1", PrincipalServerPort: "9443"}
+	})
 	s.waitCondition(t, key, v1alpha1.ConditionConsoleReady, metav1.ConditionTrue, v1alpha1.ReasonConsoleIssued)
 	s.waitCondition(t, key, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
 
