@@ -29,10 +29,10 @@ const (
 	sampleCMPAppSet = "config/samples/guestbook-cmp-applicationset.yaml"
 )
 
-// guestbook is the content of the sample git repository: Argo CD's familiar guestbook-ui Deployment and Service.
+// Guestbook is the content of the sample git repository: Argo CD's familiar guestbook-ui Deployment and Service.
 // On the demo's managed clusters the Deployment gets a ReplicaSet and a Pod that KWOK runs (Running, Ready, with
 // a log), so Argo CD's health of the Deployment means what it means on a real cluster.
-var guestbook = map[string]string{
+var Guestbook = map[string]string{
 	"guestbook/guestbook-ui-deployment.yaml": `apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -71,7 +71,7 @@ spec:
 // Applications it generates until every one is Synced and Healthy.
 func (o *Options) runSample(ctx context.Context, f *localfleet.System) error {
 	o.printf("==> pushing the guestbook repository to the git server (%s)\n", f.Git.URL("guestbook"))
-	if err := f.Git.Commit(ctx, "guestbook", "guestbook", guestbook); err != nil {
+	if err := f.Git.Commit(ctx, "guestbook", "guestbook", Guestbook); err != nil {
 		return err
 	}
 	sample := sampleAppSet

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/argocd-pull/argocd-pull/internal/cmp"
+	"github.com/argocd-pull/argocd-pull/internal/gitopscluster"
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
@@ -68,6 +69,10 @@ type System struct {
 	ControllerMetrics string
 	// HubArgoCD is the hub's Argo CD console (with Options.ArgoCD): its URL and admin password.
 	HubArgoCD *loopback.HubArgoCD
+	// Console is where argocd-pull server's console listens (Maestro mode with Argo CD): its redis proxy, which
+	// the hub's argocd-server uses as its redis, and its proxy to the managed clusters' API, the cluster
+	// secrets' proxyUrl. Empty without the console.
+	Console ConsoleEndpoints
 
 	ca         *loopback.CA
 	server     *loopback.Process
@@ -85,6 +90,36 @@ type System struct {
 // Endpoints are the listeners of argocd-pull server.
 type Endpoints struct {
 	Source, Agent, HTTP string
+}
+
+// ConsoleEndpoints are the console's addresses: argocd-pull server's redis proxy and kube proxy, the hub's
+// redis behind the redis proxy, and where each managed cluster's Argo CD redis is reachable for its agent.
+type ConsoleEndpoints struct {
+	RedisProxy, KubeProxy, HubRedis string
+	ClusterRedis                    map[string]string
+}
+
+// consoleOn reports whether the fleet runs the console: Maestro mode with real Argo CD on the managed clusters.
+func (o Options) consoleOn() bool {
+	return o.Transport == workclient.TransportGRPC && o.ArgoCD && !o.CMP && !o.Simulated
+}
+
+// planConsole chooses the console's addresses, which the server, the agents and the hub's Argo CD are told
+// before they start.
+func (f *System) planConsole() error {
+	if !f.consoleOn() {
+		return nil
+	}
+	ports, err := loopback.FreePorts(3 + len(f.Clusters))
+	if err != nil {
+		return err
+	}
+	f.Console = ConsoleEndpoints{RedisProxy: addr(ports[0]), KubeProxy: addr(ports[1]), HubRedis: addr(ports[2]),
+		ClusterRedis: map[string]string{}}
+	for i, c := range f.Clusters {
+		f.Console.ClusterRedis[c] = addr(ports[3+i])
+	}
+	return nil
 }
 
 // ArgoCDNamespace is where Argo CD runs on every cluster, and where the hub's Applications live.
@@ -123,6 +158,9 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		return nil, err
 	}
 	f.Dir = f.Env.Dir
+	if err := f.planConsole(); err != nil {
+		return nil, err
+	}
 	if f.Git, err = loopback.StartGitServer(f.Dir); err != nil {
 		return nil, err
 	}
@@ -203,6 +241,12 @@ func (f *System) startServer(ctx context.Context) error {
 	f.serverArgs = []string{"server", "--database-url", db,
 		"--source-grpc-bind-address", f.Server.Source, "--agent-grpc-bind-address", f.Server.Agent, "--http-bind-address", f.Server.HTTP,
 		"--tls-cert-file", cert, "--tls-key-file", key, "--client-ca-file", f.ca.CertFile, "--token-file", tokenFile}
+	if f.consoleOn() {
+		f.serverArgs = append(f.serverArgs, "--console-redis-bind-address", f.Console.RedisProxy,
+			"--console-redis-upstream", f.Console.HubRedis, "--console-proxy-bind-address", f.Console.KubeProxy,
+			"--hub-kubeconfig", f.Env.Hub.Kubeconfig, "--console-tls-secret", ArgoCDNamespace+"/"+gitopscluster.ConsoleTLSSecret,
+			"--console-argocd-namespace", ArgoCDNamespace)
+	}
 	if err := f.runServer(); err != nil {
 		return err
 	}
@@ -268,6 +312,9 @@ func (f *System) StartAgent(ctx context.Context, cluster string) error {
 			return err
 		}
 		args = append(args, "--grpc-config", cfg)
+		if f.consoleOn() {
+			args = append(args, "--console-redis-address", f.Console.ClusterRedis[cluster], "--argocd-namespace", ArgoCDNamespace)
+		}
 	} else {
 		args = append(args, "--hub-kubeconfig", f.Env.Hub.Kubeconfig)
 	}
@@ -344,7 +391,7 @@ func (f *System) startArgoCD(ctx context.Context) error {
 		g.Go(func() error {
 			a, err := loopback.StartArgoCD(gctx, f.Env.Cluster(c), loopback.ArgoCDOptions{
 				Dir: filepath.Join(f.Dir, "argocd-"+c), Namespace: ArgoCDNamespace, Forward: []string{f.Git.Addr},
-				ReconciliationTimeout: 30 * time.Second,
+				ReconciliationTimeout: 30 * time.Second, RedisHostAddr: f.Console.ClusterRedis[c],
 			})
 			argos[i] = a
 			return err
@@ -368,7 +415,8 @@ func (f *System) startArgoCD(ctx context.Context) error {
 // argocd-pull's plugin (this fleet's binary, reading Applications with the hub's admin kubeconfig) and the
 // ManifestWork health check.
 func (f *System) hubArgoCDOptions() (loopback.HubArgoCDOptions, error) {
-	opts := loopback.HubArgoCDOptions{Dir: filepath.Join(f.Dir, "argocd-hub"), Namespace: ArgoCDNamespace}
+	opts := loopback.HubArgoCDOptions{Dir: filepath.Join(f.Dir, "argocd-hub"), Namespace: ArgoCDNamespace,
+		Redis: f.Console.HubRedis, ServerRedis: f.Console.RedisProxy}
 	if !f.CMP {
 		return opts, nil
 	}

@@ -3,6 +3,7 @@ package localfleet
 import (
 	"context"
 	"fmt"
+	"net"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,10 @@ func (f *System) prepareHub(ctx context.Context) error {
 			ArgoServer:   v1alpha1.ArgoServerSpec{ArgoNamespace: ArgoCDNamespace},
 			PlacementRef: &corev1.ObjectReference{Kind: "Placement", APIVersion: clusterv1beta1.GroupVersion.String(), Name: PlacementName},
 		}}
+	if f.consoleOn() {
+		host, port, _ := net.SplitHostPort(f.Console.KubeProxy)
+		gitops.Spec.ArgoCDAgentAddon = &v1alpha1.ArgoCDAgentAddonSpec{PrincipalServerAddress: host, PrincipalServerPort: port}
+	}
 	objs = append(objs, placement, gitops)
 	if err := createAll(ctx, hub, objs); err != nil {
 		return err

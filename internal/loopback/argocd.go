@@ -32,7 +32,9 @@ var redisBinDirs = []string{"/usr/bin", "/usr/sbin"}
 // apiserver and the git server forwarded into it.
 type ArgoCD struct {
 	Namespace string
-	procs     []*Process
+	// Redis is the address of its redis as the host reaches it (the agent reads Argo CD's cache there).
+	Redis string
+	procs []*Process
 	netns     *NetNS
 }
 
@@ -46,6 +48,9 @@ type ArgoCDOptions struct {
 	Forward []string
 	// ReconciliationTimeout is Argo CD's timeout.reconciliation (how often it refreshes from git).
 	ReconciliationTimeout time.Duration
+	// RedisHostAddr, when set, is where the host reaches the cluster's redis (a free loopback address the
+	// caller chose, so that an agent can be told it before Argo CD starts).
+	RedisHostAddr string
 }
 
 // StartArgoCD installs Argo CD's settings into a cluster and starts its redis, repo server and application
@@ -91,6 +96,10 @@ func StartArgoCD(ctx context.Context, c *Cluster, o ArgoCDOptions) (_ *ArgoCD, e
 	if err != nil {
 		return nil, err
 	}
+	if o.RedisHostAddr != "" && a.netns == nil {
+		// Without a private namespace the redis listens on the host: on the address asked for.
+		redisPort, _ = strconv.Atoi(portOnly(o.RedisHostAddr))
+	}
 	redis, err := redisSpec("redis-"+c.Name, strconv.Itoa(redisPort))
 	if err != nil {
 		return nil, err
@@ -108,6 +117,7 @@ func StartArgoCD(ctx context.Context, c *Cluster, o ArgoCDOptions) (_ *ArgoCD, e
 		return nil, fmt.Errorf("create argocd scratch dir: %w", err)
 	}
 	redisAddr := "127.0.0.1:" + strconv.Itoa(redisPort)
+	a.Redis = redisAddr
 	repoAddr := "127.0.0.1:" + strconv.Itoa(repoPort)
 	env := []string{"KUBECONFIG=" + kubeconfig, "TMPDIR=" + scratch, "HOME=" + scratch, "ARGOCD_GPG_ENABLED=false", "ARGOCD_FAKE_IN_CLUSTER=true"}
 	specs := []ProcessSpec{redis, {
@@ -129,6 +139,12 @@ func StartArgoCD(ctx context.Context, c *Cluster, o ArgoCDOptions) (_ *ArgoCD, e
 		if s.Name == redis.Name {
 			if err := waitTCP(ctx, p, a.netns, redisAddr); err != nil {
 				return nil, err
+			}
+			if o.RedisHostAddr != "" && a.netns != nil {
+				if err := a.netns.Expose(o.RedisHostAddr, redisAddr); err != nil {
+					return nil, err
+				}
+				a.Redis = o.RedisHostAddr
 			}
 		}
 	}

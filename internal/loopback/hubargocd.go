@@ -51,6 +51,11 @@ type HubArgoCDOptions struct {
 	Plugins []CMPPlugin
 	// Settings are added to argocd-cm (resource customizations, timeout.reconciliation).
 	Settings map[string]string
+	// Redis is the address of the hub's redis (a free loopback address the caller chose); a free port when empty.
+	Redis string
+	// ServerRedis is the redis argocd-server uses (argocd-pull server's console redis proxy); the hub's redis
+	// when empty.
+	ServerRedis string
 }
 
 // StartHubArgoCD prepares Argo CD's namespace on the hub (settings, the admin password) and starts redis, a
@@ -100,6 +105,13 @@ func StartHubArgoCD(ctx context.Context, hub *Cluster, o HubArgoCDOptions) (_ *H
 		Redis:         addr(2),
 		Namespace:     o.Namespace,
 	}
+	if o.Redis != "" {
+		a.Redis = o.Redis
+	}
+	serverRedis := a.Redis
+	if o.ServerRedis != "" {
+		serverRedis = o.ServerRedis
+	}
 	defer func() {
 		if err != nil {
 			a.Stop()
@@ -113,7 +125,7 @@ func StartHubArgoCD(ctx context.Context, hub *Cluster, o HubArgoCDOptions) (_ *H
 		}
 		env = append(env, "ARGOCD_PLUGINSOCKFILEPATH="+sockets)
 	}
-	redis, err := redisSpec("redis-hub", strconv.Itoa(ports[2]))
+	redis, err := redisSpec("redis-hub", portOnly(a.Redis))
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +137,7 @@ func StartHubArgoCD(ctx context.Context, hub *Cluster, o HubArgoCDOptions) (_ *H
 		Name: "argocd-server-hub", Path: server,
 		Args: []string{"--insecure", "--address", "127.0.0.1", "--port", strconv.Itoa(ports[0]),
 			"--metrics-address", "127.0.0.1", "--metrics-port", strconv.Itoa(ports[4]),
-			"--namespace", o.Namespace, "--redis", a.Redis, "--repo-server", a.RepoServer,
+			"--namespace", o.Namespace, "--redis", serverRedis, "--repo-server", a.RepoServer,
 			// No Dex runs; its default address would be dialled only for SSO, which is not configured.
 			"--dex-server", "http://127.0.0.1:" + strconv.Itoa(ports[5]),
 			// The UI is embedded in the binary; no extra static assets.

@@ -121,9 +121,49 @@ func (n *NetNS) Forward(addr string) error {
 	return nil
 }
 
+// Expose listens on hostAddr, on the host's loopback, and forwards each connection to innerAddr inside the
+// namespace: what a process in the namespace serves becomes reachable from the host (a managed cluster's Argo CD
+// redis, for its agent). Connections are dialled from a thread that joins the namespace for that moment.
+func (n *NetNS) Expose(hostAddr, innerAddr string) error {
+	l, err := net.Listen("tcp", hostAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", hostAddr, err)
+	}
+	n.mu.Lock()
+	n.listeners = append(n.listeners, l)
+	n.mu.Unlock()
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				out, err := n.inside(func() (any, error) { return net.DialTimeout("tcp", innerAddr, 10*time.Second) })
+				if err != nil {
+					_ = in.Close()
+					return
+				}
+				splice(in, out.(net.Conn))
+			}()
+		}
+	}()
+	return nil
+}
+
 func (n *NetNS) listen(addr string) (net.Listener, error) {
+	l, err := n.inside(func() (any, error) { return net.Listen("tcp", addr) })
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s in network namespace: %w", addr, err)
+	}
+	return l.(net.Listener), nil
+}
+
+// inside runs fn on a thread that joins the namespace for that moment: a socket it makes belongs to the
+// namespace.
+func (n *NetNS) inside(fn func() (any, error)) (any, error) {
 	type result struct {
-		l   net.Listener
+		v   any
 		err error
 	}
 	done := make(chan result, 1)
@@ -147,31 +187,34 @@ func (n *NetNS) listen(addr string) (net.Listener, error) {
 			done <- result{err: fmt.Errorf("join network namespace: %w", err)}
 			return
 		}
-		l, lerr := net.Listen("tcp", addr)
+		v, verr := fn()
 		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-			if l != nil {
-				_ = l.Close()
+			if c, ok := v.(io.Closer); ok {
+				_ = c.Close()
 			}
 			// The thread stays locked and exits with this goroutine.
 			done <- result{err: fmt.Errorf("return to own network namespace: %w", err)}
 			return
 		}
 		runtime.UnlockOSThread()
-		done <- result{l: l, err: lerr}
+		done <- result{v: v, err: verr}
 	}()
 	r := <-done
-	if r.err != nil {
-		return nil, fmt.Errorf("listen on %s in network namespace: %w", addr, r.err)
-	}
-	return r.l, nil
+	return r.v, r.err
 }
 
 func pipe(in net.Conn, addr string) {
-	defer func() { _ = in.Close() }()
 	out, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
+		_ = in.Close()
 		return
 	}
+	splice(in, out)
+}
+
+// splice copies both ways between two connections until one side ends, then closes both.
+func splice(in, out net.Conn) {
+	defer func() { _ = in.Close() }()
 	defer func() { _ = out.Close() }()
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
