@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
@@ -98,17 +100,26 @@ func (a *Agent) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		wait := backoff.Delay(time.Now())
+		if status.Code(err) == codes.Unimplemented {
+			// A server without the console: asking again every few seconds would be traffic for nothing.
+			wait = noConsoleRetry
+			err = fmt.Errorf("the server does not serve the console (argocd-pull server without --console-* flags, or not argocd-pull server); asking again every %s: %w", noConsoleRetry, err)
+		}
 		if err != nil && err.Error() != logged {
 			logged = err.Error()
 			logger.Info("Console stream lost; opening it again", "err", err)
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(backoff.Delay(time.Now())):
+		case <-time.After(wait):
 		}
 	}
 	return nil
 }
+
+// noConsoleRetry is how long an agent waits before it asks a server without the console again.
+const noConsoleRetry = 5 * time.Minute
 
 // session opens one console stream and answers its requests until it ends.
 func (a *Agent) session(ctx context.Context, dialer *grpcoptions.GRPCDialer) error {
