@@ -58,6 +58,8 @@ type Config struct {
 	ConnectParallelism int
 	// Seed seeds the choice of the Applications that churn changes.
 	Seed uint64
+	// Console opens each simulated cluster's console stream (grpc), answered from the simulated Argo CD.
+	Console bool
 	// Hooks are called as things happen.
 	Hooks Hooks
 }

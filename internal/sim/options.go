@@ -39,6 +39,7 @@ type Options struct {
 	KubeAPIQPS         float32
 	KubeAPIBurst       int
 	Seed               uint64
+	Console            bool
 
 	invalidRepo *regexp.Regexp
 }
@@ -84,6 +85,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the hub, for the whole fleet (transport kube)")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the hub (transport kube)")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "Seed of the churn's random choices")
+	fs.BoolVar(&o.Console, "console", o.Console, "Open each simulated cluster's console stream (grpc) and answer the hub console's "+
+		"requests from the simulated Argo CD (trees, managed resources, live objects)")
 }
 
 // Validate checks the flags.
@@ -147,6 +150,7 @@ func (o *Options) Config() (Config, error) {
 		Workers:            o.Workers,
 		ConnectParallelism: o.ConnectParallelism,
 		Seed:               o.Seed,
+		Console:            o.Console,
 	}
 	switch o.Transport {
 	case workclient.TransportGRPC:

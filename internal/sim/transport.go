@@ -138,6 +138,9 @@ func (t *grpcTransport) connectOnce(ctx context.Context, f *Fleet, c *cluster) e
 	}
 	cache := &workCache{works: map[string]*workv1.ManifestWork{}}
 	t.clients[c.index], t.dialers[c.index], t.caches[c.index] = works, dialer, cache
+	if f.cfg.Console {
+		f.wg.Go(func() { f.serveConsole(cctx, c, dialer) })
+	}
 	f.wg.Go(func() {
 		defer cancel()
 		defer w.Stop()

@@ -218,6 +218,8 @@ func expectWholeStatus(t *testing.T, hub, spoke client.Client, name string) {
 				return fmt.Errorf("hub status has no %s: %v", k, hs)
 			}
 		}
+		// reconciledAt is each side's own reconcile time (the hub's is its write time); observedAt is the cluster's.
+		delete(hs, "reconciledAt")
 		delete(ss, "reconciledAt")
 		delete(ss, "observedAt")
 		if !reflect.DeepEqual(hs, ss) {
