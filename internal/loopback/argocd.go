@@ -35,7 +35,7 @@ type ArgoCD struct {
 	// Redis is the address of its redis as the host reaches it (the agent reads Argo CD's cache there).
 	Redis string
 	procs []*Process
-	netns     *NetNS
+	netns *NetNS
 }
 
 // ArgoCDOptions configure StartArgoCD.
