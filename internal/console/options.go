@@ -37,7 +37,7 @@ type Options struct {
 }
 
 // DefaultTLSSecret is the Secret the GitOpsCluster controller keeps the console's TLS in.
-const DefaultTLSSecret = "argocd/argocd-pull-console-tls"
+const DefaultTLSSecret = "argocd/argocd-pull-console-tls" //nolint:gosec // a Secret's name
 
 // NewOptions returns the defaults: the console off.
 func NewOptions() Options {

@@ -23,7 +23,7 @@ import (
 const (
 	// ConsoleCASecret holds the console CA (tls.crt, tls.key), which issues the proxy's serving certificate and
 	// the clusters' client certificates. Delete it to rotate the CA: everything is issued again.
-	ConsoleCASecret = "argocd-pull-console-ca"
+	ConsoleCASecret = "argocd-pull-console-ca" //nolint:gosec // a Secret's name
 	// ConsoleTLSSecret holds the proxy's serving certificate and the CA's certificate (tls.crt, tls.key,
 	// ca.crt): argocd-pull server's --console-tls-secret.
 	ConsoleTLSSecret = "argocd-pull-console-tls" //nolint:gosec // a Secret's name

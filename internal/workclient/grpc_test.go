@@ -335,7 +335,7 @@ func TestStartBeforeServer(t *testing.T) {
 		}
 		return nil
 	})
-	s = startServerAt(t, db, addrs)
+	startServerAt(t, db, addrs)
 	testutil.Eventually(t, "ready again", func() error { return g.Ready(ctx) })
 	testutil.Eventually(t, "an update published after the server's restart", func() error {
 		return g.Apply(ctx, pullWork("cluster1", "w", "v2"))
