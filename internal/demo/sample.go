@@ -223,6 +223,10 @@ func (o *Options) printInstructions(f *localfleet.System) {
 	o.printf("%s State, kubeconfigs and logs are in %s.\n\n", readyMarker, o.Dir)
 	if f.HubArgoCD != nil {
 		o.printf("The hub's Argo CD web UI: %s (user admin, password %s)\n", f.HubArgoCD.URL, f.HubArgoCD.AdminPassword)
+		if f.Console.KubeProxy != "" {
+			o.printf("  a pulled Application's tree, live state, diff, events and logs, read from its cluster through the console:\n")
+			o.printf("  %s/applications/%s/%s-guestbook?view=tree\n", f.HubArgoCD.URL, localfleet.ArgoCDNamespace, f.Clusters[0])
+		}
 		argocd, err := loopback.Binary("argocd")
 		if err != nil {
 			argocd = "argocd"

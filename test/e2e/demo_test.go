@@ -2,12 +2,16 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 // TestDemo runs `argocd-pull demo` as `make demo` does (detached, one managed cluster to keep it short): it
@@ -20,7 +24,8 @@ func TestDemo(t *testing.T) {
 		want  []string
 	}{
 		// The table is the status command's: APPLICATION APPLICATIONSET CLUSTER SYNC HEALTH MESSAGE.
-		{name: "pull", want: []string{`cluster1-guestbook +guestbook +cluster1 +Synced +Healthy`, `get applications -A`}},
+		{name: "pull", want: []string{`cluster1-guestbook +guestbook +cluster1 +Synced +Healthy`, `get applications -A`,
+			`/applications/argocd/cluster1-guestbook\?view=tree`}},
 		{name: "cmp", flags: []string{"--cmp"}, want: []string{`cluster1-guestbook-cmp +\S+ +\S+ +Synced +Healthy`, `get manifestworks -n cluster1`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testDemo(t, tc.flags, tc.want) })
@@ -44,6 +49,9 @@ func testDemo(t *testing.T, flags, want []string) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
+	if len(flags) == 0 {
+		checkDemoTree(ctx, t, string(out))
+	}
 	// Still running: a second demo in the same directory is refused.
 	if again, err := exec.CommandContext(ctx, binary, "demo", "--dir", dir).CombinedOutput(); err == nil || !strings.Contains(string(again), "already running") { //nolint:gosec // our binary
 		t.Errorf("second demo: %v\n%s", err, again)
@@ -52,4 +60,31 @@ func testDemo(t *testing.T, flags, want []string) {
 	if err != nil || !strings.Contains(string(down), "demo stopped") {
 		t.Fatalf("demo down: %v\n%s", err, down)
 	}
+}
+
+// checkDemoTree logs in to the hub's Argo CD UI the demo printed and reads the guestbook's resource tree: its
+// Pod comes from the managed cluster through the console.
+func checkDemoTree(ctx context.Context, t *testing.T, out string) {
+	t.Helper()
+	m := regexp.MustCompile(`The hub's Argo CD web UI: (http://\S+) \(user admin, password (\S+)\)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Errorf("the demo printed no Argo CD UI address:\n%s", out)
+		return
+	}
+	argo := &loopback.HubArgoCD{URL: m[1], AdminPassword: m[2]}
+	token, err := argo.Login(ctx)
+	if err != nil {
+		t.Errorf("log in to the demo's Argo CD: %v", err)
+		return
+	}
+	testutil.EventuallyWithin(t, 2*time.Minute, "the demo's guestbook tree with its Pod", func() error {
+		tree, err := argocdAPI(ctx, m[1]+"/api/v1/applications/cluster1-guestbook/resource-tree?appNamespace=argocd", token)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(tree, `"kind":"Pod"`) {
+			return fmt.Errorf("no Pod in the tree: %.300s", tree)
+		}
+		return nil
+	})
 }
