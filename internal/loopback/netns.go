@@ -106,18 +106,7 @@ func (n *NetNS) Forward(addr string) error {
 	if err != nil {
 		return err
 	}
-	n.mu.Lock()
-	n.listeners = append(n.listeners, l)
-	n.mu.Unlock()
-	go func() {
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go pipe(in, addr)
-		}
-	}()
+	n.relay(l, func() (net.Conn, error) { return net.DialTimeout("tcp", addr, 10*time.Second) })
 	return nil
 }
 
@@ -129,6 +118,18 @@ func (n *NetNS) Expose(hostAddr, innerAddr string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", hostAddr, err)
 	}
+	n.relay(l, func() (net.Conn, error) {
+		c, err := n.inside(func() (any, error) { return net.DialTimeout("tcp", innerAddr, 10*time.Second) })
+		if err != nil {
+			return nil, err
+		}
+		return c.(net.Conn), nil
+	})
+	return nil
+}
+
+// relay accepts connections on l, kept until Stop, and splices each with a connection dial makes.
+func (n *NetNS) relay(l net.Listener, dial func() (net.Conn, error)) {
 	n.mu.Lock()
 	n.listeners = append(n.listeners, l)
 	n.mu.Unlock()
@@ -139,16 +140,15 @@ func (n *NetNS) Expose(hostAddr, innerAddr string) error {
 				return
 			}
 			go func() {
-				out, err := n.inside(func() (any, error) { return net.DialTimeout("tcp", innerAddr, 10*time.Second) })
+				out, err := dial()
 				if err != nil {
 					_ = in.Close()
 					return
 				}
-				splice(in, out.(net.Conn))
+				splice(in, out)
 			}()
 		}
 	}()
-	return nil
 }
 
 func (n *NetNS) listen(addr string) (net.Listener, error) {
@@ -201,15 +201,6 @@ func (n *NetNS) inside(fn func() (any, error)) (any, error) {
 	}()
 	r := <-done
 	return r.v, r.err
-}
-
-func pipe(in net.Conn, addr string) {
-	out, err := net.DialTimeout("tcp", addr, 10*time.Second)
-	if err != nil {
-		_ = in.Close()
-		return
-	}
-	splice(in, out)
 }
 
 // splice copies both ways between two connections until one side ends, then closes both.

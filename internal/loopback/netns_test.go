@@ -13,7 +13,8 @@ import (
 )
 
 // TestNetNS: a process in the namespace cannot be reached from the host, a forwarded host address can be
-// reached from inside it, and a listener on every interface inside it does not show on the host.
+// reached from inside it, a listener on every interface inside it does not show on the host, and an exposed one
+// does, on the host address asked for.
 func TestNetNS(t *testing.T) {
 	if !NetNSSupported() {
 		t.Skip("private network namespaces need root, unshare, nsenter and ip")
@@ -59,6 +60,23 @@ func TestNetNS(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+itoa(port), time.Second); err == nil {
 		_ = c.Close()
 		t.Fatal("a server inside the namespace is reachable from the host")
+	}
+
+	// Exposed, it is: on the host address asked for.
+	hostPort, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Expose("127.0.0.1:"+itoa(hostPort), "127.0.0.1:"+itoa(port)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://127.0.0.1:" + itoa(hostPort) + "/") //nolint:noctx // a test on loopback
+	if err != nil {
+		t.Fatalf("reach the exposed server from the host: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Directory listing") {
+		t.Fatalf("the exposed server answered %s: %.200s", resp.Status, body)
 	}
 }
 
