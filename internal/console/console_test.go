@@ -152,7 +152,7 @@ func startFixture(t *testing.T) *fixture {
 	mustDo(t, err)
 	go func() { _ = agent.Run(ctx) }()
 	testutil.Eventually(t, "the agent's console stream", func() error {
-		if !f.hub.Connected("c1") {
+		if !f.hub.Connected(context.Background(), "c1") {
 			return fmt.Errorf("not connected")
 		}
 		return nil

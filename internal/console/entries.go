@@ -57,7 +57,7 @@ func (c *Console) Entry(ctx context.Context, key string) (value []byte, found, h
 	if err != nil || !pulled {
 		return nil, false, pulled, err
 	}
-	if k.Entry == argocd.CacheEntryClusterInfo && !c.Hub.Connected(cluster) {
+	if k.Entry == argocd.CacheEntryClusterInfo && !c.Hub.Connected(ctx, cluster) {
 		// The cluster list shows an unknown state rather than an error for a cluster whose agent is away.
 		return nil, false, true, nil
 	}

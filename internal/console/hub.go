@@ -28,18 +28,24 @@ import (
 // ErrNotConnected is a cluster whose agent has no console stream open here.
 var ErrNotConnected = errors.New("not connected to the console")
 
-// Hub holds the agents' console streams and sends them requests.
+// Hub holds the agents' console streams and sends them requests. With a Relay, requests for a cluster whose
+// stream another server instance holds go there and back through the database the instances share.
 type Hub struct {
 	timeout time.Duration
 
 	mu       sync.Mutex
 	sessions map[string]*session
 	metrics  *metrics
+
+	relay *relay
+	// closing ends every stream when the Hub is closed.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // NewHub returns a Hub whose requests wait at most timeout for a first answer.
 func NewHub(timeout time.Duration) *Hub {
-	return &Hub{timeout: timeout, sessions: map[string]*session{}, metrics: newMetrics()}
+	return &Hub{timeout: timeout, sessions: map[string]*session{}, metrics: newMetrics(), closing: make(chan struct{})}
 }
 
 // session is one agent's console stream.
@@ -65,21 +71,42 @@ func (h *Hub) Serve(stream grpc.ServerStream, cluster string) error {
 	h.metrics.sessions.Inc()
 	logger := klog.FromContext(stream.Context()).WithValues("cluster", cluster)
 	logger.V(1).Info("Console stream opened")
+	h.relay.hold(stream.Context(), cluster)
 	defer func() {
 		h.mu.Lock()
-		if h.sessions[cluster] == s {
+		last := h.sessions[cluster] == s
+		if last {
 			delete(h.sessions, cluster)
 		}
 		h.mu.Unlock()
+		if last {
+			h.relay.release(context.WithoutCancel(stream.Context()), cluster)
+		}
 		h.metrics.sessions.Dec()
 		logger.V(1).Info("Console stream closed")
 	}()
-	err := s.receive()
+	received := make(chan error, 1)
+	go func() { received <- s.receive() }()
+	var err error
+	select {
+	case err = <-received:
+	case <-h.closing:
+		// Returning ends the stream; its receiver then stops with it.
+		err = errHubClosed
+	}
 	s.end(fmt.Errorf("cluster %s: console stream ended: %w", cluster, err))
-	if errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled {
+	if errors.Is(err, context.Canceled) || errors.Is(err, errHubClosed) || status.Code(err) == codes.Canceled {
 		return nil
 	}
 	return err
+}
+
+// errHubClosed ends the streams of a Hub that is closed.
+var errHubClosed = errors.New("the server is shutting down")
+
+// Close ends every console stream: their agents open them again, on another instance if this one is going.
+func (h *Hub) Close() {
+	h.closeOnce.Do(func() { close(h.closing) })
 }
 
 // receive hands the agent's answers to their calls until the stream ends.
@@ -120,53 +147,81 @@ func (s *session) send(req *consoleapi.Request) error {
 	return s.stream.SendMsg(req)
 }
 
-// Connected reports whether a cluster's agent has a console stream open here.
-func (h *Hub) Connected(cluster string) bool {
+// Connected reports whether a cluster's agent has a console stream open here, or on another live instance.
+func (h *Hub) Connected(ctx context.Context, cluster string) bool {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.sessions[cluster] != nil
+	local := h.sessions[cluster] != nil
+	h.mu.Unlock()
+	return local || h.relay.holder(ctx, cluster) != ""
 }
 
 // Call is a request sent to an agent: one answer, or a stream of them (More set on all but the last).
 type Call struct {
-	s      *session
-	id     uint64
 	answer chan *consoleapi.Response
 	closed atomic.Bool
 	mu     sync.Mutex
 	err    error
 	done   chan struct{}
+	// forget stops routing answers to the call and reports whether it was still waiting for some; cancel
+	// tells the agent (directly, or through the instance that holds its stream) to stop a streamed answer.
+	forget func() bool
+	cancel func()
+}
+
+func newCall() *Call {
+	return &Call{answer: make(chan *consoleapi.Response, callBuffer), done: make(chan struct{})}
 }
 
 // callBuffer is how many parts of a streamed answer wait for their reader; a reader that falls further behind
 // has its call cancelled rather than holding up the cluster's other answers.
 const callBuffer = 64
 
-// Open sends a request to a cluster's agent.
+// Open sends a request to a cluster's agent: over its stream when this instance holds it, else through the
+// instance that does.
 func (h *Hub) Open(ctx context.Context, cluster string, req consoleapi.Request) (*Call, error) {
+	h.metrics.requests.WithLabelValues(requestKind(&req)).Inc()
+	if c, err := h.openLocal(cluster, req); !errors.Is(err, ErrNotConnected) {
+		return c, err
+	}
+	return h.relay.open(ctx, cluster, req)
+}
+
+// openLocal sends a request over a stream this instance holds.
+func (h *Hub) openLocal(cluster string, req consoleapi.Request) (*Call, error) {
 	h.mu.Lock()
 	s := h.sessions[cluster]
 	h.mu.Unlock()
 	if s == nil {
-		return nil, fmt.Errorf("cluster %s: %w (its agent is offline, or runs without the console)", cluster, ErrNotConnected)
+		return nil, notConnected(cluster)
 	}
-	c := &Call{s: s, answer: make(chan *consoleapi.Response, callBuffer), done: make(chan struct{})}
+	c := newCall()
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
 		return nil, s.err
 	}
 	s.nextID++
-	c.id = s.nextID
-	s.pending[c.id] = c
+	id := s.nextID
+	s.pending[id] = c
 	s.mu.Unlock()
-	req.ID = c.id
-	h.metrics.requests.WithLabelValues(requestKind(&req)).Inc()
+	c.forget = func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, ok := s.pending[id]
+		delete(s.pending, id)
+		return ok
+	}
+	c.cancel = func() { _ = s.send(&consoleapi.Request{ID: id, Cancel: true}) }
+	req.ID = id
 	if err := s.send(&req); err != nil {
 		c.forget()
 		return nil, fmt.Errorf("cluster %s: send console request: %w", cluster, err)
 	}
 	return c, nil
+}
+
+func notConnected(cluster string) error {
+	return fmt.Errorf("cluster %s: %w (its agent is offline, or runs without the console)", cluster, ErrNotConnected)
 }
 
 // Do sends a request and waits for its one answer, at most the Hub's timeout.
@@ -223,23 +278,14 @@ func (c *Call) Close() {
 	if c.closed.Swap(true) {
 		return
 	}
-	if c.forget() {
-		_ = c.s.send(&consoleapi.Request{ID: c.id, Cancel: true})
+	if c.forget() && c.cancel != nil {
+		c.cancel()
 	}
 	c.fail(errClosed)
 }
 
 // errClosed ends the reading of a call that was closed.
 var errClosed = errors.New("closed")
-
-// forget removes the call from its session and reports whether it was still pending there.
-func (c *Call) forget() bool {
-	c.s.mu.Lock()
-	defer c.s.mu.Unlock()
-	_, ok := c.s.pending[c.id]
-	delete(c.s.pending, c.id)
-	return ok
-}
 
 func (c *Call) deliver(r *consoleapi.Response) {
 	select {

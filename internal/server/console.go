@@ -24,6 +24,8 @@ func (s *Server) setUpConsole() error {
 		return err
 	}
 	s.console = doors
+	// Several instances share the database: a cluster's stream may be on another one.
+	doors.Hub.UseRelay(s.store, s.opts.InstanceID, s.opts.InstanceTimeout)
 	s.metrics.registry.MustRegister(doors.Hub.Collectors()...)
 	for i, addr := range []string{s.opts.Console.RedisAddress, s.opts.Console.ProxyAddress} {
 		if addr == "" {
@@ -59,6 +61,7 @@ func (s *Server) serveConsoleDoors(ctx context.Context) {
 		return
 	}
 	logger := klog.FromContext(ctx)
+	s.background(ctx, func(ctx context.Context) { _ = s.console.Hub.RunRelay(ctx) })
 	if l := s.consoleListeners[0]; l != nil {
 		s.serve(func() error { return s.console.Redis.Serve(ctx, l) })
 		logger.Info("Console redis proxy listening", "address", l.Addr().String(), "upstream", s.opts.Console.RedisUpstream)

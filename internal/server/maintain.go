@@ -59,7 +59,15 @@ func (s *Server) sweep(ctx context.Context) {
 	if err := s.republish(ctx); err != nil {
 		logger.Error(err, "Failed to publish undelivered specs again")
 	}
+	if s.console != nil {
+		if err := s.store.SweepConsole(ctx, consoleRelayMaxAge); err != nil {
+			logger.Error(err, "Failed to sweep the console relay")
+		}
+	}
 }
+
+// consoleRelayMaxAge is how long a relayed console message nobody took is kept.
+const consoleRelayMaxAge = 5 * time.Minute
 
 func (s *Server) refreshGauges(ctx context.Context) error {
 	live, err := s.store.LiveInstances(ctx, s.opts.InstanceTimeout)

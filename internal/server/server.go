@@ -346,6 +346,9 @@ func (s *Server) Stop() {
 func (s *Server) stop() {
 	s.ready.Store(false)
 	s.streams.resetAll(errShuttingDown)
+	if s.console != nil {
+		s.console.Hub.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
 	for _, g := range []*grpc.Server{s.sourceGRPC, s.agentGRPC} {

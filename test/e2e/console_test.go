@@ -159,6 +159,11 @@ func TestHubConsole(t *testing.T) {
 	if !strings.Contains(logs, loopback.PodLogMarker) {
 		t.Errorf("pod log: %.500s", logs)
 	}
+	// Followed, as the UI's log viewer asks for it: the first lines arrive while the stream stays open.
+	if err := argocdStreamUntil(ctx, f.HubArgoCD.URL+"/api/v1/applications/"+consoleApp+"/logs"+q+"&namespace=guestbook&podName="+pod+
+		"&container=guestbook-ui&tailLines=10&follow=true", token, loopback.PodLogMarker); err != nil {
+		t.Errorf("followed pod log: %v", err)
+	}
 
 	// The CLI against the hub.
 	cli := argocdCLI(t, f)
@@ -226,6 +231,32 @@ func argocdAPI(ctx context.Context, u, token string) (string, error) {
 		return "", fmt.Errorf("GET %s: %s: %.500s", u, resp.Status, b.String())
 	}
 	return b.String(), err
+}
+
+// argocdStreamUntil GETs a streamed argocd-server API path and returns once the stream carries want.
+func argocdStreamUntil(ctx context.Context, u, token, want string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the stream ended without %q: %v", want, sc.Err())
 }
 
 // checkTreeInBrowser opens the Application's page in headless Chromium, logged in, checks that the resource

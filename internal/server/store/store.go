@@ -255,4 +255,6 @@ type Store interface {
 	CountUndelivered(ctx context.Context, olderThan time.Duration) (int, error)
 	// StuckDeletes counts the resources marked for deletion longer than olderThan and returns up to limit.
 	StuckDeletes(ctx context.Context, olderThan time.Duration, limit int) (int, []StuckDelete, error)
+
+	ConsoleRelay
 }
