@@ -50,10 +50,8 @@ func NewHub(timeout time.Duration) *Hub {
 
 // session is one agent's console stream.
 type session struct {
-	cluster string
-	stream  grpc.ServerStream
-	sendMu  sync.Mutex
-	done    chan struct{}
+	stream grpc.ServerStream
+	sendMu sync.Mutex
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -64,7 +62,7 @@ type session struct {
 // Serve serves an agent's console stream until it ends. cluster is the agent's cluster, as its credentials
 // say. A newer stream of the same cluster replaces an older one for new requests.
 func (h *Hub) Serve(stream grpc.ServerStream, cluster string) error {
-	s := &session{cluster: cluster, stream: stream, done: make(chan struct{}), pending: map[uint64]*Call{}}
+	s := &session{stream: stream, pending: map[uint64]*Call{}}
 	h.mu.Lock()
 	h.sessions[cluster] = s
 	h.mu.Unlock()
@@ -135,7 +133,6 @@ func (s *session) end(err error) {
 	pending := s.pending
 	s.pending = map[uint64]*Call{}
 	s.mu.Unlock()
-	close(s.done)
 	for _, c := range pending {
 		c.fail(err)
 	}
@@ -269,9 +266,6 @@ func (c *Call) Next(ctx context.Context) (*consoleapi.Response, error) {
 		return nil, fmt.Errorf("no answer from the agent: %w", ctx.Err())
 	}
 }
-
-// Done is closed when the call failed.
-func (c *Call) Done() <-chan struct{} { return c.done }
 
 // Close stops a call: a streamed answer still going is cancelled on the agent.
 func (c *Call) Close() {

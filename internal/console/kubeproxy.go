@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -262,10 +261,4 @@ func (c *closeNotifyConn) Close() error {
 	err := c.Conn.Close()
 	c.onClose()
 	return err
-}
-
-// ClusterOfIdentity is the cluster of a console client certificate's common name.
-func ClusterOfIdentity(commonName string) (string, bool) {
-	c, ok := strings.CutPrefix(commonName, ConsoleIdentityPrefix)
-	return c, ok && c != ""
 }
