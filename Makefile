@@ -9,6 +9,7 @@ export ARGOCD_PULL_BIN_DIR := $(BIN)
 ARGOCD_VERSION         := v3.2.11
 GOLANGCI_LINT_VERSION  := v2.6.2
 CONTROLLER_GEN_VERSION := v0.19.0
+HELM_VERSION           := v4.3.1
 
 GO_TEST_FLAGS ?= -race -timeout 25m
 PKGS ?= ./...
@@ -17,7 +18,7 @@ PKGS ?= ./...
 # setup: Debian packages and the pinned real components, built from the Go module proxy into bin/.
 
 .PHONY: setup
-setup: system-deps $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kwok argocd-bins ## Install and build everything the tests need
+setup: system-deps $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kwok $(BIN)/helm argocd-bins ## Install and build everything the tests need
 
 .PHONY: system-deps
 system-deps:
@@ -42,6 +43,12 @@ $(BIN)/kube-scheduler: hack/kubernetes/go.mod hack/kubernetes/go.sum
 $(BIN)/kwok: hack/kwok/go.mod hack/kwok/go.sum
 	@echo "==> building KWOK (hack/kwok)"
 	cd hack/kwok && go build -o $@ sigs.k8s.io/kwok/cmd/kwok
+
+# Helm 4 for the chart tests (helm lint, helm template) and for users of charts/; hack/helm pins HELM_VERSION.
+$(BIN)/helm: hack/helm/go.mod hack/helm/go.sum
+	@echo "==> building helm $(HELM_VERSION) (hack/helm)"
+	@grep -q 'helm.sh/helm/v4 $(HELM_VERSION)$$' hack/helm/go.mod || { echo "hack/helm/go.mod does not require helm.sh/helm/v4 $(HELM_VERSION)"; exit 1; }
+	cd hack/helm && go build -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v4/cmd/helm
 
 $(BIN)/kubectl: hack/kubernetes/go.mod hack/kubernetes/go.sum
 	@echo "==> building kubectl (hack/kubernetes)"
@@ -88,6 +95,15 @@ GO_BUILD_TAGS := kustomize_disable_go_plugin_support
 build: ## Build bin/argocd-pull
 	go build -tags $(GO_BUILD_TAGS) -o $(BIN)/argocd-pull ./cmd/argocd-pull
 
+# The container image, ghcr.io/argocd-pull/argocd-pull: static binaries for linux/amd64 and linux/arm64 with a CA
+# bundle on an empty base, user 65532, written as an OCI image layout without a container engine
+# (hack/image/build.sh). VERSION=v1.2.3 sets the tag and version (default: git describe).
+IMAGE_DIR ?= $(BIN)/image
+
+.PHONY: image
+image: ## Build the multi-platform OCI image layout into bin/image
+	hack/image/build.sh $(IMAGE_DIR)
+
 .PHONY: test
 test: setup build ## Run every test (unit, apiserver, PostgreSQL, end to end)
 	go test $(GO_TEST_FLAGS) $(PKGS)
@@ -114,15 +130,21 @@ lint: $(BIN)/golangci-lint ## Run golangci-lint
 	$(BIN)/golangci-lint run ./...
 
 .PHONY: generate
-generate: $(BIN)/controller-gen ## Generate deepcopy, CRDs and RBAC from markers
+generate: $(BIN)/controller-gen ## Generate deepcopy, CRDs and RBAC from markers, and the hub chart's copies of them
 	$(BIN)/controller-gen object paths=./api/...
 	$(BIN)/controller-gen crd:allowDangerousTypes=false paths=./api/... output:crd:artifacts:config=config/crd
 	$(BIN)/controller-gen rbac:roleName=argocd-pull-controller paths=./internal/... output:rbac:artifacts:config=config/rbac
+	@# The hub chart carries the same CRDs (crds/, which Helm installs first) and the controller's rules
+	@# (files/, which its ClusterRole template reads); test/charts fails when they differ from config/.
+	rm -f charts/argocd-pull/crds/*.yaml
+	cp config/crd/*.yaml charts/argocd-pull/crds/
+	cp config/rbac/role.yaml charts/argocd-pull/files/controller-clusterrole.yaml
 
 .PHONY: verify
 verify: generate ## Regenerate and fail if the tree changed
 	go mod tidy
-	@git diff --exit-code -- api config go.mod go.sum || { echo "generated files are out of date: run make generate && go mod tidy"; exit 1; }
+	@git diff --exit-code -- api config charts go.mod go.sum || { echo "generated files are out of date: run make generate && go mod tidy"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config charts)" || { git status --short -- api config charts; echo "generated files are not committed: run make generate and add them"; exit 1; }
 
 .PHONY: help
 help:

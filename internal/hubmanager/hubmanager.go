@@ -202,6 +202,10 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controllers, error
 	return &Controllers{Manager: mgr, Works: works}, nil
 }
 
+// Leader election records each new leader as a core/v1 Event on its Lease (the reconcilers' events are
+// events.k8s.io ones).
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
 // newManager builds the manager: its cache holds only what the reconcilers read, in pages, without
 // managedFields.
 func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {

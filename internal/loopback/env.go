@@ -35,6 +35,9 @@ type Options struct {
 	ControllerLog bool
 	// HubAPIServerArgs are extra flags of the hub's kube-apiserver.
 	HubAPIServerArgs []string
+	// HubWithoutProjectCRDs leaves argocd-pull's own CRDs (config/crd) off the hub, for tests of what installs
+	// them (the Helm chart).
+	HubWithoutProjectCRDs bool
 }
 
 // Env is a running hub, its managed clusters and, if asked for, PostgreSQL.
@@ -149,7 +152,10 @@ func (e *Env) startCluster(ctx context.Context, name string, opts Options, saKey
 	}
 	sets := []CRDSet{ArgoCDCRDs, OCMSpokeCRDs}
 	if name == HubName {
-		sets = []CRDSet{ArgoCDCRDs, OCMHubCRDs, ProjectCRDs}
+		sets = []CRDSet{ArgoCDCRDs, OCMHubCRDs}
+		if !opts.HubWithoutProjectCRDs {
+			sets = append(sets, ProjectCRDs)
+		}
 	}
 	var files []string
 	for _, set := range sets {

@@ -33,6 +33,8 @@ type ProcessSpec struct {
 	LogPath string
 	// Credential runs the process as another user (PostgreSQL refuses to run as root).
 	Credential *syscall.Credential
+	// CleanEnv gives the process Env alone, without this process's environment (as a container has).
+	CleanEnv bool
 }
 
 // StartProcess starts the process described by spec.
@@ -49,6 +51,9 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 	cmd.Stderr = logFile
 	cmd.Dir = spec.Dir
 	cmd.Env = append(os.Environ(), spec.Env...)
+	if spec.CleanEnv {
+		cmd.Env = spec.Env
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:    true,
 		Pdeathsig:  syscall.SIGKILL,
