@@ -354,8 +354,11 @@ func prepareFleet(t *testing.T, hub, spoke client.Client) {
 	decision := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "cluster1-decision-1",
 		Labels: map[string]string{clusterv1beta1.PlacementLabel: "cluster1", clusterv1beta1.DecisionGroupIndexLabel: "0"}}}
 	createObjects(t, hub, decision)
+	if err := hub.Get(ctx, client.ObjectKeyFromObject(decision), decision); err != nil {
+		t.Fatal(err)
+	}
 	decision.Status.Decisions = []clusterv1beta1.ClusterDecision{{ClusterName: "cluster1", Reason: "test"}}
-	if err := hub.Status().Update(ctx, decision); err != nil && !apierrors.IsConflict(err) {
+	if err := hub.Status().Update(ctx, decision); err != nil {
 		t.Fatal(err)
 	}
 	createObjects(t, spoke, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}})
