@@ -104,6 +104,12 @@ IMAGE_DIR ?= $(BIN)/image
 image: ## Build the multi-platform OCI image layout into bin/image
 	hack/image/build.sh $(IMAGE_DIR)
 
+# Reads the image back (index, both platforms' configuration and files) and runs its amd64 binary. Not part of
+# make test: two static cross-builds take minutes on a small machine the first time.
+.PHONY: test-image
+test-image: image ## Build the image and test it (hack/image)
+	cd hack/image && IMAGE_LAYOUT=$(IMAGE_DIR) go test -count=1 ./...
+
 .PHONY: test
 test: setup build ## Run every test (unit, apiserver, PostgreSQL, end to end)
 	go test $(GO_TEST_FLAGS) $(PKGS)
