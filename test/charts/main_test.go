@@ -123,15 +123,3 @@ func decodeManifests(manifests string) ([]*unstructured.Unstructured, error) {
 		objs = append(objs, u)
 	}
 }
-
-// find returns the object of a kind and name, or fails the test.
-func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
-	t.Helper()
-	for _, o := range objs {
-		if o.GetKind() == kind && o.GetName() == name {
-			return o
-		}
-	}
-	t.Fatalf("no %s %s among the rendered objects", kind, name)
-	return nil
-}
