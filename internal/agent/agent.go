@@ -58,8 +58,9 @@ type Options struct {
 
 	// ConsoleRedis is the cluster's Argo CD redis: set, the agent answers the hub console over its console
 	// stream (package consoleagent).
-	ConsoleRedis             string
-	ConsoleRedisPasswordFile string
+	ConsoleRedis               string
+	ConsoleRedisPasswordFile   string
+	ConsoleRedisPasswordSecret string
 	// ConsoleGRPCConfig is the gRPC config of the server's agent endpoint for the console stream; the work
 	// agent's --grpc-config when empty (driver grpc).
 	ConsoleGRPCConfig string
@@ -101,6 +102,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ConsoleRedis, "console-redis-address", o.ConsoleRedis,
 		"The cluster's Argo CD redis (host:port): set, the agent answers the hub's Argo CD console (resource trees, live state, events, logs of delivered Applications) over a stream it opens on argocd-pull server")
 	fs.StringVar(&o.ConsoleRedisPasswordFile, "console-redis-password-file", o.ConsoleRedisPasswordFile, "File with the password of the cluster's Argo CD redis (the argocd-redis Secret's auth), if it has one")
+	fs.StringVar(&o.ConsoleRedisPasswordSecret, "console-redis-password-secret", o.ConsoleRedisPasswordSecret,
+		"namespace/name of the Secret on this cluster whose key auth is the password of its Argo CD redis (argocd/argocd-redis in Argo CD installs since 2.8), read at start")
 	fs.StringVar(&o.ConsoleGRPCConfig, "console-grpc-config", o.ConsoleGRPCConfig,
 		"sdk-go gRPC client config of argocd-pull server's agent endpoint for the console stream (default: --grpc-config)")
 	fs.StringVar(&o.ArgoCDNamespace, "argocd-namespace", o.ArgoCDNamespace, "Namespace of the cluster's Argo CD")
@@ -135,6 +138,14 @@ func (o *Options) Validate() error {
 	}
 	if o.AgentID == "" {
 		o.AgentID = o.ClusterName + "-agent"
+	}
+	if o.ConsoleRedisPasswordFile != "" && o.ConsoleRedisPasswordSecret != "" {
+		errs = append(errs, errors.New("--console-redis-password-file and --console-redis-password-secret exclude each other"))
+	}
+	if s := o.ConsoleRedisPasswordSecret; s != "" {
+		if ns, name, ok := strings.Cut(s, "/"); !ok || ns == "" || name == "" {
+			errs = append(errs, fmt.Errorf("--console-redis-password-secret must be namespace/name, not %q", s))
+		}
 	}
 	if o.ConsoleRedis != "" {
 		if o.ConsoleGRPCConfig == "" && o.Driver == workclient.TransportGRPC {
@@ -210,13 +221,9 @@ func (o *Options) startConsole(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var password string
-	if o.ConsoleRedisPasswordFile != "" {
-		b, err := os.ReadFile(o.ConsoleRedisPasswordFile)
-		if err != nil {
-			return fmt.Errorf("read --console-redis-password-file: %w", err)
-		}
-		password = strings.TrimSpace(string(b))
+	password, err := o.consoleRedisPassword(ctx, kube)
+	if err != nil {
+		return err
 	}
 	c, err := consoleagent.New(consoleagent.Config{Cluster: o.ClusterName, AgentID: o.AgentID, GRPCConfig: o.ConsoleGRPCConfig,
 		Kube: kube, Redis: o.ConsoleRedis, RedisPassword: password, ArgoCDNamespace: o.ArgoCDNamespace})
@@ -237,6 +244,30 @@ func (o *Options) spokeConfig() (*rest.Config, error) {
 		return nil, err
 	}
 	return withOperationReset(cfg)
+}
+
+// consoleRedisPassword is the password of the cluster's Argo CD redis, from a file or a Secret, or "".
+func (o *Options) consoleRedisPassword(ctx context.Context, cfg *rest.Config) (string, error) {
+	switch {
+	case o.ConsoleRedisPasswordFile != "":
+		b, err := os.ReadFile(o.ConsoleRedisPasswordFile)
+		if err != nil {
+			return "", fmt.Errorf("read --console-redis-password-file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	case o.ConsoleRedisPasswordSecret != "":
+		ns, name, _ := strings.Cut(o.ConsoleRedisPasswordSecret, "/")
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return "", fmt.Errorf("kubernetes client: %w", err)
+		}
+		secret, err := client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("read the Argo CD redis password: get secret %s: %w", o.ConsoleRedisPasswordSecret, err)
+		}
+		return string(secret.Data["auth"]), nil
+	}
+	return "", nil
 }
 
 // spokeRawConfig is the managed cluster's config as the kubeconfig gives it.

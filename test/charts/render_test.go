@@ -41,9 +41,11 @@ var valuesSets = []valuesSet{
 	{hubChart, "hub-grpc-maestro.yaml", true},
 	{hubChart, "hub-grpc-trial.yaml", true},
 	{hubChart, "hub-server-external-db.yaml", true},
+	{hubChart, "hub-grpc-console.yaml", true},
 	{agentChart, "agent-kube.yaml", false},
 	{agentChart, "agent-grpc-token.yaml", false},
 	{agentChart, "agent-grpc-cert.yaml", false},
+	{agentChart, "agent-kube-console.yaml", false},
 }
 
 // serviceMonitorCRD is where the Prometheus Operator's ServiceMonitor CRD is read from (the Go module cache),
@@ -90,6 +92,12 @@ func TestRenderedManifests(t *testing.T) {
 				t.Fatal("nothing rendered")
 			}
 			createObjects(t, c, restrictedNamespace(ns))
+			for _, o := range objs {
+				// The console's objects in Argo CD's namespace (its Secrets' Role, argocd-redis's policy).
+				if other := o.GetNamespace(); other != "" && other != ns {
+					createObjects(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}})
+				}
+			}
 			for _, o := range objs {
 				if o.GetLabels()["app.kubernetes.io/instance"] != s.name() || o.GetLabels()["app.kubernetes.io/part-of"] != "argocd-pull" {
 					t.Errorf("%s %s lacks the release's labels: %v", o.GetKind(), o.GetName(), o.GetLabels())

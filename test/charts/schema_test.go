@@ -53,6 +53,10 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 			[]string{"at '/grpc/tokenSecret/name': maxLength: got 5, want 0"}},
 		{"unknown driver", agentChart, "clusterName: cluster1\ndriver: mqtt",
 			[]string{"at '/driver': value must be one of 'kube', 'grpc'"}},
+		{"console upstream that is no address", hubChart, "server: {console: {redisUpstream: argocd-redis}}",
+			[]string{"at '/server/console/redisUpstream': 'argocd-redis' does not match pattern"}},
+		{"agent console in the basic mode without the server", agentChart, "clusterName: cluster1\nhub: {kubeconfigSecret: {name: hub}}\nconsole: {enabled: true}",
+			[]string{"at '/grpc/address': minLength: got 0, want 1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "values.yaml")
