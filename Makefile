@@ -18,7 +18,7 @@ PKGS ?= ./...
 # setup: Debian packages and the pinned real components, built from the Go module proxy into bin/.
 
 .PHONY: setup
-setup: system-deps $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kwok $(BIN)/helm argocd-bins ## Install and build everything the tests need
+setup: system-deps $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kwok $(BIN)/placement $(BIN)/helm argocd-bins ## Install and build everything the tests need
 
 .PHONY: system-deps
 system-deps:
@@ -43,6 +43,10 @@ $(BIN)/kube-scheduler: hack/kubernetes/go.mod hack/kubernetes/go.sum
 $(BIN)/kwok: hack/kwok/go.mod hack/kwok/go.sum
 	@echo "==> building KWOK (hack/kwok)"
 	cd hack/kwok && go build -o $@ sigs.k8s.io/kwok/cmd/kwok
+
+$(BIN)/placement: hack/placement/go.mod hack/placement/go.sum
+	@echo "==> building OCM's placement controller (hack/placement)"
+	cd hack/placement && go build -o $@ open-cluster-management.io/ocm/cmd/placement
 
 # Helm 4 for the chart tests (helm lint, helm template) and for users of charts/; hack/helm pins HELM_VERSION.
 $(BIN)/helm: hack/helm/go.mod hack/helm/go.sum

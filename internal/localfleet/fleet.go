@@ -145,14 +145,14 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if o.Simulated {
 		clusters = fmt.Sprintf("no managed cluster (%d are simulated)", len(o.Clusters))
 	}
-	f.progress("starting etcd, kube-apiservers for the hub and %s, garbage collectors%s", clusters,
+	f.progress("starting etcd, kube-apiservers for the hub and %s, garbage collectors, OCM's placement controller%s", clusters,
 		map[bool]string{true: ", PostgreSQL", false: ""}[o.Transport == workclient.TransportGRPC])
 	managed := o.Clusters
 	if o.Simulated {
 		managed = nil
 	}
 	f.Env, err = loopback.Start(ctx, loopback.Options{Dir: o.Dir, ManagedClusters: managed, GarbageCollector: true,
-		Workloads: o.ArgoCD,
+		Workloads: o.ArgoCD, PlacementController: true,
 		Postgres:  o.Transport == workclient.TransportGRPC, HubAPIServerArgs: o.HubAPIServerArgs})
 	if err != nil {
 		return nil, err

@@ -1,6 +1,6 @@
 // Package loopback starts the real processes of a fleet on this machine: kube-apiservers (a hub and managed
 // clusters) on a shared etcd with the Argo CD and OCM CRDs from the Go module cache, private PostgreSQL servers,
-// Argo CD, KWOK and the control loops of a real cluster, a git server, and Chromium. The demo and the tests use
+// Argo CD, KWOK and the control loops of a real cluster, OCM's placement controller, a git server, and Chromium. The demo and the tests use
 // it; it holds no testing hooks (package testutil has TestMain's). Every process it starts listens on loopback
 // or in a private network namespace and is stopped by Stop, or killed with the process that started it.
 package loopback
@@ -27,6 +27,8 @@ type Options struct {
 	// deployment and replicaset controllers (and the garbage collector), kube-scheduler, and KWOK with one
 	// simulated node that runs Pods (Running, Ready, with logs at its kubelet endpoint) without containers.
 	Workloads bool
+	// PlacementController runs OCM's placement controller on the hub, so that Placements are decided by OCM.
+	PlacementController bool
 	// Postgres starts a private PostgreSQL server.
 	Postgres bool
 	// Users are extra token identities on every cluster.
@@ -137,7 +139,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 
 // startCluster starts one cluster's apiserver on the shared etcd, installs its CRDs (the hub's and a managed
 // cluster's sets differ) and its control loops: a managed cluster's workload controllers and KWOK, or the
-// garbage collector.
+// garbage collector, and on the hub OCM's placement controller.
 func (e *Env) startCluster(ctx context.Context, name string, opts Options, saKey string) (*Cluster, error) {
 	c, err := startAPIServer(ctx, apiserverSpec{
 		name:    name,
@@ -172,7 +174,12 @@ func (e *Env) startCluster(ctx context.Context, name string, opts Options, saKey
 	case opts.Workloads && name != HubName:
 		return c, c.startWorkloads(ctx, e.ca)
 	case opts.GarbageCollector || opts.Workloads:
-		return c, c.startGarbageCollector(ctx)
+		if err := c.startGarbageCollector(ctx); err != nil {
+			return c, err
+		}
+	}
+	if opts.PlacementController && name == HubName {
+		return c, c.startPlacementController(ctx)
 	}
 	return c, nil
 }

@@ -47,3 +47,9 @@ func waitFor(ctx context.Context, what string, interval time.Duration, stop <-ch
 		}
 	}
 }
+
+// Poll polls check every 100 ms until it succeeds or ctx ends; a wait that goes on says what it waits for
+// (WithProgress).
+func Poll(ctx context.Context, what string, check func(context.Context) error) error {
+	return waitFor(ctx, what, 100*time.Millisecond, nil, check)
+}

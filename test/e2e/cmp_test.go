@@ -101,8 +101,8 @@ func cmpAppSet(t *testing.T, repoURL, app string) *unstructured.Unstructured {
 // TestCMPVariant: the CMP variant on real components. The hub runs Argo CD's application controller, repo
 // server and argocd-pull's plugin in argocd-cmp-server; the managed clusters run only the OCM work agent (and the
 // controllers, scheduler and KWOK node that run Deployments). ApplicationSets over a Placement deploy a plain
-// YAML guestbook and a Kustomize app to two clusters (no OCM placement controller runs on loopback: the fleet
-// writes the Placement's decision, which the ApplicationSet controller reads as on a real hub). The hub
+// YAML guestbook and a Kustomize app to two clusters (OCM's placement controller decides the Placement on the
+// hub, and the ApplicationSet controller reads its decisions as on a real hub). The hub
 // Applications are Synced and Healthy because the ManifestWork health check says so; a Deployment broken on a
 // cluster shows on the hub with its message; a manifest that cannot be parsed is a ComparisonError that leaves
 // the cluster as it was; a manifest removed from git is removed from the clusters; deleting the Applications
