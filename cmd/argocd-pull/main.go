@@ -19,6 +19,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/cmp"
 	"github.com/argocd-pull/argocd-pull/internal/demo"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
+	"github.com/argocd-pull/argocd-pull/internal/migratecmd"
 	"github.com/argocd-pull/argocd-pull/internal/server"
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/sim"
@@ -78,6 +79,7 @@ func subcommands() []*cobra.Command {
 		command("controller", "Run the hub controllers: deliver pull-model Applications and bring their status back", hubmanager.NewOptions()),
 		command("agent", "Run the work agent of one managed cluster", agent.NewOptions()),
 		command("status", "Show the fleet from the hub: each ApplicationSet's counts, each Application's cluster, sync, health and message", statuscmd.NewOptions()),
+		command("migrate", "Move managed clusters between the basic mode (--to kube) and the Maestro mode (--to grpc) without re-creating their Applications", migratecmd.NewOptions()),
 		demoCommand(),
 		serverCommand(),
 		command("sim", "Run a fleet of simulated managed clusters (agents with a simulated Argo CD) for scale tests", sim.NewOptions()),

@@ -90,7 +90,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HubKubeconfig, "hub-kubeconfig", o.HubKubeconfig, "Kubeconfig of the hub (driver kube)")
 	fs.StringVar(&o.GRPCConfig, "grpc-config", o.GRPCConfig, "sdk-go gRPC client config file: url, caFile, clientCertFile, clientKeyFile, token or tokenFile (driver grpc)")
 	fs.StringVar(&o.ClientID, "client-id", o.ClientID, "CloudEvents client ID (driver grpc; default <cluster-name>-work-agent)")
-	fs.StringVar(&o.AgentID, "agent-id", o.AgentID, "ID of this agent (default <cluster-name>-agent)")
+	fs.StringVar(&o.AgentID, "agent-id", o.AgentID, "ID of this agent, kept in the AppliedManifestWorks it writes on the cluster (default <cluster-name>-<driver>-agent, "+
+		"so that a kube and a grpc agent can run side by side on one cluster during argocd-pull migrate)")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the agent on the managed cluster")
 	fs.Int32Var(&o.MaxJSONRawLength, "max-json-raw-length", o.MaxJSONRawLength,
 		fmt.Sprintf("Largest raw-JSON status feedback value (default %d for driver kube, the hub CRD's limit; %d for driver grpc)", workclient.KubeMaxJSONRawLength, workclient.GRPCMaxJSONRawLength))
@@ -137,7 +138,9 @@ func (o *Options) Validate() error {
 		o.ClientID = o.ClusterName + "-work-agent"
 	}
 	if o.AgentID == "" {
-		o.AgentID = o.ClusterName + "-agent"
+		// Two agents of one cluster must not share an ID: each would take the other's AppliedManifestWorks for
+		// its own stale ones and evict them (and what they applied) after the eviction grace period.
+		o.AgentID = o.ClusterName + "-" + o.Driver + "-agent"
 	}
 	if o.ConsoleRedisPasswordFile != "" && o.ConsoleRedisPasswordSecret != "" {
 		errs = append(errs, errors.New("--console-redis-password-file and --console-redis-password-secret exclude each other"))

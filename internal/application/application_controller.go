@@ -63,7 +63,9 @@ type Reconciler struct {
 	// APIReader reads from the hub directly, to tell a deleted Application from one that left the cache.
 	APIReader client.Reader
 	// Works is the transport.
-	Works    workclient.Client
+	Works workclient.Client
+	// Moves says where each cluster's works are while it moves between transports (nil: clusters do not move).
+	Moves    Mover
 	Recorder events.EventRecorder
 	Options  Options
 	// now is the clock; time.Now when nil.
@@ -97,7 +99,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		}}).
 		Watches(&clusterv1beta1.PlacementDecision{}, r.placementDecisionHandler()).
 		Watches(argocd.NewAppProject(), handler.EnqueueRequestsFromMapFunc(r.projectToApplications)).
-		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToApplications), builder.WithPredicates(localClusterLabelChanged())).
+		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToApplications), builder.WithPredicates(clusterLabelsChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1), CacheSyncTimeout: syncTimeout}).
 		Complete(r)
 }
@@ -129,6 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, step := range []func(context.Context, *state) (ctrl.Result, error){
 		r.validate,
 		r.deliver,
+		r.moveWork,
 		r.removeStaleWorks,
 		r.handOff,
 	} {

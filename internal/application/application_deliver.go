@@ -57,6 +57,9 @@ func (r *Reconciler) validate(ctx context.Context, s *state) (ctrl.Result, error
 		s.problem(argocd.ConditionInvalidSpec, "%v", err)
 		return ctrl.Result{}, nil
 	}
+	if r.checkMove(ctx, s); s.frozen {
+		return ctrl.Result{}, nil
+	}
 	if !r.Options.EnableLocalCluster {
 		mc := &clusterv1.ManagedCluster{}
 		err := r.Client.Get(ctx, client.ObjectKey{Name: s.cluster}, mc)

@@ -170,9 +170,15 @@ func (r *Reconciler) applicationsBy(ctx context.Context, index, value string) []
 	return reqs
 }
 
-// localClusterLabelChanged passes ManagedCluster events that can change whether a cluster is the local cluster.
-func localClusterLabelChanged() predicate.Predicate {
+// clusterLabelsChanged passes ManagedCluster events that can change whether a cluster is the local cluster, or
+// where its works are (workclient's transport labels).
+func clusterLabelsChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetLabels()[argocd.LabelLocalCluster] != e.ObjectNew.GetLabels()[argocd.LabelLocalCluster]
+		for _, l := range []string{argocd.LabelLocalCluster, workclient.LabelTransport, workclient.LabelCopyTo, workclient.LabelRetire} {
+			if e.ObjectOld.GetLabels()[l] != e.ObjectNew.GetLabels()[l] {
+				return true
+			}
+		}
+		return false
 	}}
 }

@@ -19,6 +19,9 @@ const (
 	// FeedbackOperationMarker is the value of argocd-pull's entry in the running operation's info: it tells
 	// which hub operation the cluster ran (see OperationMarkerInfo).
 	FeedbackOperationMarker = "operationMarker"
+	// FeedbackUID is the managed cluster's Application's metadata.uid: it tells whether two works (in two
+	// transports, during argocd-pull migrate) keep the very same Application, not a re-created one.
+	FeedbackUID = "uid"
 )
 
 // OperationMarkerInfo names the entry argocd-pull adds to the info of an operation it delivers. Argo CD copies
@@ -61,6 +64,7 @@ func FeedbackRules() []workv1.FeedbackRule {
 		{Name: FeedbackOperationFinishedAt, Path: ".status.operationState.finishedAt"},
 		{Name: FeedbackOperationMessage, Path: ".status.operationState.message"},
 		{Name: FeedbackOperationMarker, Path: `.status.operationState.operation.info[?(@.name=="` + OperationMarkerInfo + `")].value`},
+		{Name: FeedbackUID, Path: ".metadata.uid"},
 	}
 	raw := make([]workv1.JsonPath, 0, len(Sections))
 	for _, s := range Sections {

@@ -95,6 +95,21 @@ func FromWork(work *workv1.ManifestWork, opts Options) Delivery {
 	return d
 }
 
+// SpokeUID returns the metadata.uid of the Application on the managed cluster as the work's feedback reports
+// it, or "" when the work reports none.
+func SpokeUID(work *workv1.ManifestWork) string {
+	m := applicationManifest(work)
+	if m == nil {
+		return ""
+	}
+	for _, v := range m.StatusFeedbacks.Values {
+		if v.Name == FeedbackUID && v.Value.String != nil {
+			return *v.Value.String
+		}
+	}
+	return ""
+}
+
 // applicationManifest returns the status of the Application manifest in a work.
 func applicationManifest(work *workv1.ManifestWork) *workv1.ManifestCondition {
 	for i := range work.Status.ResourceStatus.Manifests {

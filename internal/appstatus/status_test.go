@@ -287,3 +287,33 @@ func TestWithoutOperationState(t *testing.T) {
 		t.Fatal("the input status was changed")
 	}
 }
+
+func TestSpokeUID(t *testing.T) {
+	uid := "6f1c2e9a-0000-4000-8000-000000000001"
+	app := workv1.ManifestCondition{ResourceMeta: workv1.ManifestResourceMeta{Group: argocd.Group, Resource: "applications"},
+		StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
+			{Name: FeedbackSyncStatus, Value: workv1.FieldValue{Type: workv1.String, String: ptrTo("Synced")}},
+			{Name: FeedbackUID, Value: workv1.FieldValue{Type: workv1.String, String: &uid}},
+		}}}
+	namespace := workv1.ManifestCondition{ResourceMeta: workv1.ManifestResourceMeta{Resource: "namespaces"},
+		StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
+			{Name: FeedbackUID, Value: workv1.FieldValue{Type: workv1.String, String: ptrTo("not-the-application")}},
+		}}}
+	for _, tc := range []struct {
+		name      string
+		manifests []workv1.ManifestCondition
+		want      string
+	}{
+		{"the Application's uid", []workv1.ManifestCondition{namespace, app}, uid},
+		{"no Application manifest", []workv1.ManifestCondition{namespace}, ""},
+		{"no feedback yet", []workv1.ManifestCondition{{ResourceMeta: app.ResourceMeta}}, ""},
+	} {
+		w := &workv1.ManifestWork{}
+		w.Status.ResourceStatus.Manifests = tc.manifests
+		if got := SpokeUID(w); got != tc.want {
+			t.Errorf("%s: SpokeUID = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func ptrTo(s string) *string { return &s }

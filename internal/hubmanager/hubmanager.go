@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -38,8 +39,12 @@ import (
 
 // Options are the flags of `argocd-pull controller`.
 type Options struct {
-	Kubeconfig   string
-	Transport    string
+	Kubeconfig string
+	Transport  string
+	// MigrationTransport is a second transport the controller runs, for `argocd-pull migrate`: a cluster's
+	// ManagedCluster labels (workclient.LabelTransport and the others) say which transport its works live on.
+	MigrationTransport string
+
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 
@@ -96,6 +101,8 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the hub (in-cluster config or $KUBECONFIG when empty)")
 	fs.StringVar(&o.Transport, "transport", o.Transport, "How works reach the managed clusters: kube (ManifestWork objects on the hub) or grpc (a Maestro-compatible server)")
+	fs.StringVar(&o.MigrationTransport, "migration-transport", o.MigrationTransport, "The other transport, run beside --transport while argocd-pull migrate moves clusters between them; "+
+		"a cluster's label "+workclient.LabelTransport+" says which one its works live on (default --transport)")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the hub apiserver")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the hub apiserver")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Address of the Prometheus metrics endpoint (0 to disable)")
@@ -127,12 +134,17 @@ func (o *Options) Validate() error {
 	if o.Transport != workclient.TransportKube && o.Transport != workclient.TransportGRPC {
 		errs = append(errs, fmt.Errorf("--transport must be %q or %q, not %q", workclient.TransportKube, workclient.TransportGRPC, o.Transport))
 	}
+	if o.MigrationTransport != "" && (o.MigrationTransport == o.Transport ||
+		(o.MigrationTransport != workclient.TransportKube && o.MigrationTransport != workclient.TransportGRPC)) {
+		errs = append(errs, fmt.Errorf("--migration-transport must be empty or the transport --transport is not (%q or %q), not %q",
+			workclient.TransportKube, workclient.TransportGRPC, o.MigrationTransport))
+	}
 	if o.Application.Workers < 1 {
 		errs = append(errs, errors.New("--workers must be at least 1"))
 	}
-	if o.Transport == workclient.TransportGRPC {
+	if o.runs(workclient.TransportGRPC) {
 		if o.GRPC.ConfigFile == "" || o.GRPC.RESTURL == "" || o.GRPC.SourceID == "" {
-			errs = append(errs, errors.New("--transport=grpc needs --grpc-config, --server-url and --source-id"))
+			errs = append(errs, errors.New("the grpc transport needs --grpc-config, --server-url and --source-id"))
 		}
 		if o.GRPC.PublishQPS <= 0 || o.GRPC.PublishBurst <= 0 || o.GRPC.PageSize <= 0 || o.GRPC.Publishers <= 0 {
 			errs = append(errs, errors.New("--publish-qps, --publish-burst, --list-page-size and --publish-connections must be positive"))
@@ -148,6 +160,11 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--spoke-argocd-namespace and --hub-argocd-namespace must not be empty"))
 	}
 	return errors.Join(errs...)
+}
+
+// runs reports whether the controller runs a transport.
+func (o *Options) runs(transport string) bool {
+	return o.Transport == transport || o.MigrationTransport == transport
 }
 
 // Run runs the controllers until the context ends.
@@ -170,7 +187,7 @@ func (o *Options) Run(ctx context.Context) error {
 // Controllers is the running set of hub controllers.
 type Controllers struct {
 	Manager ctrl.Manager
-	Works   workclient.Client
+	Works   *workclient.Router
 }
 
 // Scheme returns the scheme of the hub controllers.
@@ -215,7 +232,7 @@ func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 	byObject := map[client.Object]cache.ByObject{
 		&argocd.Application{}: application.CacheOptions(),
 	}
-	if o.Transport == workclient.TransportKube {
+	if o.runs(workclient.TransportKube) {
 		byObject[&workv1.ManifestWork{}] = workclient.KubeCacheOptions()
 	}
 	if o.GitOpsCluster {
@@ -254,21 +271,37 @@ func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// newWorks opens the transport; the manager is ready only while the transport is.
-func newWorks(ctx context.Context, mgr ctrl.Manager, o *Options) (workclient.Client, error) {
-	var works workclient.Client
-	var err error
-	switch o.Transport {
-	case workclient.TransportKube:
-		works, err = workclient.NewKube(ctx, mgr)
-	case workclient.TransportGRPC:
-		works, err = workclient.NewGRPC(ctx, o.GRPC)
-	default:
-		err = fmt.Errorf("unknown transport %q", o.Transport)
+// newWorks opens the transports and routes each cluster's works to the one its ManagedCluster's labels name
+// (--transport without them); the manager is ready only while the transports are.
+func newWorks(ctx context.Context, mgr ctrl.Manager, o *Options) (*workclient.Router, error) {
+	transports := map[string]workclient.Client{}
+	for _, name := range []string{o.Transport, o.MigrationTransport} {
+		var err error
+		switch name {
+		case "":
+			continue
+		case workclient.TransportKube:
+			transports[name], err = workclient.NewKube(ctx, mgr)
+		case workclient.TransportGRPC:
+			transports[name], err = workclient.NewGRPC(ctx, o.GRPC)
+		default:
+			err = fmt.Errorf("unknown transport %q", name)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
+	reader := mgr.GetClient()
+	works := workclient.NewRouter(transports, func(ctx context.Context, cluster string) (workclient.Move, error) {
+		mc := &clusterv1.ManagedCluster{}
+		if err := reader.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+			if apierrors.IsNotFound(err) {
+				return workclient.Move{Home: o.Transport}, nil
+			}
+			return workclient.Move{}, fmt.Errorf("get managedcluster %s: %w", cluster, err)
+		}
+		return workclient.MoveOf(mc.Labels, o.Transport)
+	})
 	if err := mgr.AddReadyzCheck("works", func(r *http.Request) error { return works.Ready(r.Context()) }); err != nil {
 		return nil, fmt.Errorf("add ready check: %w", err)
 	}
@@ -276,11 +309,12 @@ func newWorks(ctx context.Context, mgr ctrl.Manager, o *Options) (workclient.Cli
 }
 
 // setUpReconcilers registers the Application reconciler and the optional GitOpsCluster and report ones.
-func setUpReconcilers(ctx context.Context, mgr ctrl.Manager, works workclient.Client, o *Options) error {
+func setUpReconcilers(ctx context.Context, mgr ctrl.Manager, works *workclient.Router, o *Options) error {
 	app := &application.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Works:     works,
+		Moves:     works,
 		Recorder:  mgr.GetEventRecorder("argocd-pull"),
 		Options:   o.Application,
 	}

@@ -33,6 +33,10 @@ type Options struct {
 	Clusters []string
 	// Transport is grpc (Maestro mode: PostgreSQL and argocd-pull server) or kube (ManifestWorks on the hub).
 	Transport string
+	// MigrationTransport is the other transport, run beside Transport so that `argocd-pull migrate` can move
+	// clusters between them: the controller runs both (--migration-transport), and PostgreSQL and the server run
+	// if either is grpc. The agents start with Transport's driver; StartAgentDriver starts the others.
+	MigrationTransport string
 	// Binary is the argocd-pull binary the fleet runs.
 	Binary string
 	// ArgoCD starts a real Argo CD on each managed cluster, and on the hub the Argo CD console (argocd-server
@@ -146,14 +150,14 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		clusters = fmt.Sprintf("no managed cluster (%d are simulated)", len(o.Clusters))
 	}
 	f.progress("starting etcd, kube-apiservers for the hub and %s, garbage collectors, OCM's placement controller%s", clusters,
-		map[bool]string{true: ", PostgreSQL", false: ""}[o.Transport == workclient.TransportGRPC])
+		map[bool]string{true: ", PostgreSQL", false: ""}[f.runs(workclient.TransportGRPC)])
 	managed := o.Clusters
 	if o.Simulated {
 		managed = nil
 	}
 	f.Env, err = loopback.Start(ctx, loopback.Options{Dir: o.Dir, ManagedClusters: managed, GarbageCollector: true,
 		Workloads: o.ArgoCD, PlacementController: true,
-		Postgres:  o.Transport == workclient.TransportGRPC, HubAPIServerArgs: o.HubAPIServerArgs})
+		Postgres: f.runs(workclient.TransportGRPC), HubAPIServerArgs: o.HubAPIServerArgs})
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +171,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if err := f.prepareHub(ctx); err != nil {
 		return nil, err
 	}
-	if o.Transport == workclient.TransportGRPC {
+	if f.runs(workclient.TransportGRPC) {
 		if err := f.startServer(ctx); err != nil {
 			return nil, err
 		}
@@ -186,6 +190,11 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		}
 	}
 	return f, nil
+}
+
+// runs reports whether the fleet runs a transport.
+func (f *System) runs(transport string) bool {
+	return f.Transport == transport || f.MigrationTransport == transport
 }
 
 func (f *System) progress(format string, args ...any) {
@@ -295,18 +304,40 @@ func (f *System) startAgents(ctx context.Context) error {
 	return nil
 }
 
-// StartAgent starts (or restarts) the agent of a managed cluster.
+// StartAgent starts (or restarts) the agent of a managed cluster, with the fleet's transport as its driver.
 func (f *System) StartAgent(ctx context.Context, cluster string) error {
-	if p := f.agents[cluster]; p != nil {
+	return f.StartAgentDriver(ctx, cluster, f.Transport)
+}
+
+// agentKey names the agent of a cluster with a driver: the cluster's name for the fleet's transport.
+func (f *System) agentKey(cluster, driver string) string {
+	if driver == f.Transport {
+		return cluster
+	}
+	return cluster + "-" + driver
+}
+
+// StopAgent stops the agent of a cluster with a driver.
+func (f *System) StopAgent(cluster, driver string) {
+	if p := f.agents[f.agentKey(cluster, driver)]; p != nil {
+		p.Stop(10 * time.Second)
+	}
+}
+
+// StartAgentDriver starts (or restarts) the agent of a managed cluster with a driver: while `argocd-pull migrate`
+// moves a cluster, a kube and a grpc agent run side by side on it (with their own agent IDs).
+func (f *System) StartAgentDriver(ctx context.Context, cluster, driver string) error {
+	key := f.agentKey(cluster, driver)
+	if p := f.agents[key]; p != nil {
 		p.Stop(10 * time.Second)
 	}
 	port, err := loopback.FreePort()
 	if err != nil {
 		return err
 	}
-	args := []string{"agent", "--cluster-name", cluster, "--driver", f.Transport,
+	args := []string{"agent", "--cluster-name", cluster, "--driver", driver,
 		"--kubeconfig", f.Env.Cluster(cluster).Kubeconfig, "--health-address", addr(port)}
-	if f.Transport == workclient.TransportGRPC {
+	if driver == workclient.TransportGRPC {
 		cfg, err := f.grpcConfig("agent-"+cluster, f.Server.Agent, "agent:"+cluster)
 		if err != nil {
 			return err
@@ -318,11 +349,11 @@ func (f *System) StartAgent(ctx context.Context, cluster string) error {
 	} else {
 		args = append(args, "--hub-kubeconfig", f.Env.Hub.Kubeconfig)
 	}
-	p, err := f.run("agent-"+cluster, args...)
+	p, err := f.run("agent-"+key, args...)
 	if err != nil {
 		return err
 	}
-	f.agents[cluster] = p
+	f.agents[key] = p
 	return waitHTTP(ctx, p, http.DefaultClient, "http://"+addr(port)+"/healthz")
 }
 
@@ -349,7 +380,10 @@ func (f *System) startControllerProcess() error {
 	f.ControllerMetrics = addr(ports[0])
 	args := []string{"controller", "--kubeconfig", f.Env.Hub.Kubeconfig, "--transport", f.Transport,
 		"--metrics-bind-address", f.ControllerMetrics, "--health-probe-bind-address", addr(ports[1])}
-	if f.Transport == workclient.TransportGRPC {
+	if f.MigrationTransport != "" {
+		args = append(args, "--migration-transport", f.MigrationTransport)
+	}
+	if f.runs(workclient.TransportGRPC) {
 		cfg, err := f.grpcConfig("controller", f.Server.Source, "source:argocd-pull")
 		if err != nil {
 			return err
@@ -472,6 +506,9 @@ func (f *System) AgentToken(cluster string) string { return f.tokens["agent/"+cl
 
 // CAFile is the fleet's CA certificate (Maestro mode).
 func (f *System) CAFile() string { return f.ca.CertFile }
+
+// AdminTokenFile is the file that holds AdminToken (Maestro mode).
+func (f *System) AdminTokenFile() string { return filepath.Join(f.Dir, "pki", "admin.token") }
 
 // ControllerPid and ServerPid are the process IDs of the hub controller and the server (0 when not running).
 func (f *System) ControllerPid() int { return pid(f.controller) }

@@ -167,12 +167,32 @@ func (e *agentEndpoint) subscribe(req *pbv1.SubscriptionRequest, stream pbv1.Clo
 	defer untrack()
 	removeAgent := e.s.streams.addAgent(cluster, cancel)
 	defer removeAgent()
+	defer e.s.recordAgentSubscription(ctx, cluster)()
 	e.s.metrics.connectedAgents.Inc()
 	defer e.s.metrics.connectedAgents.Dec()
 	if err := e.broker.Subscribe(req, &subscribeStream{CloudEventService_SubscribeServer: stream, ctx: ctx}); err != nil {
 		return err
 	}
 	return streamEndStatus(ctx)
+}
+
+// recordAgentSubscription records in the database that an agent of the consumer is subscribed here, so that every
+// instance can tell (the REST API's connected_agents), and returns what forgets it. The record is an answer to
+// "is the cluster's agent connected", not a condition of the subscription: a database that fails here is logged.
+func (s *Server) recordAgentSubscription(ctx context.Context, consumer string) func() {
+	logger := klog.FromContext(ctx)
+	id, err := s.store.AddAgentSubscription(ctx, consumer)
+	if err != nil {
+		logger.Error(err, "Record agent subscription", "consumer", consumer)
+		return func() {}
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := s.store.RemoveAgentSubscription(ctx, id); err != nil {
+			logger.Error(err, "Forget agent subscription", "consumer", consumer)
+		}
+	}
 }
 
 // agentService is the broker's backend (sdk-go's server.Service): it lists a consumer's resources for a

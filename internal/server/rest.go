@@ -127,7 +127,7 @@ func (s *Server) pageParams(r *http.Request) (page, size int, err error) {
 
 func presentConsumer(c store.Consumer) restapi.Consumer {
 	return restapi.Consumer{ID: c.ID, Kind: "Consumer", Href: restapi.BasePath + "/consumers/" + c.ID, Name: c.Name,
-		Labels: c.Labels, CreatedAt: &c.CreatedAt, UpdatedAt: &c.UpdatedAt}
+		Labels: c.Labels, CreatedAt: &c.CreatedAt, UpdatedAt: &c.UpdatedAt, ConnectedAgents: &c.ConnectedAgents}
 }
 
 func (s *Server) listConsumers(w http.ResponseWriter, r *http.Request, id Identity) {

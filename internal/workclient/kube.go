@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -37,7 +39,11 @@ func KubeCacheOptions() cache.ByObject {
 }
 
 // NewKube returns the kube transport on a manager whose cache was built with KubeCacheOptions for ManifestWorks.
+// It first adopts the works of the earlier OCM pull controller that lack the pull label (AdoptWorks).
 func NewKube(ctx context.Context, mgr ctrl.Manager) (*Kube, error) {
+	if err := AdoptWorks(ctx, mgr.GetAPIReader(), mgr.GetClient()); err != nil {
+		return nil, err
+	}
 	err := mgr.GetFieldIndexer().IndexField(ctx, &workv1.ManifestWork{}, IndexApplication, func(o client.Object) []string {
 		if key := ApplicationKey(o.(*workv1.ManifestWork)); key != "" {
 			return []string{key}
@@ -113,6 +119,44 @@ func (k *Kube) Informer() cache.Informer { return k.informer }
 func (k *Kube) Ready(context.Context) error {
 	if !k.informer.HasSynced() {
 		return errors.New("the manifestwork cache is not synced yet")
+	}
+	return nil
+}
+
+// AdoptWorks labels with the pull label the works that stolostron's pull controller (Red Hat ACM's
+// multicloud-integrations) wrote for ApplicationSet-generated Applications: those carry the
+// application-set label and the hub-application annotations but not the pull label, so the cache would not hold
+// them and their Applications would get a second work. Labelled, they are taken over like the others.
+func AdoptWorks(ctx context.Context, reader client.Reader, writer client.Client) error {
+	selector, err := labels.Parse(argocd.LabelAppSet + "=true,!" + argocd.LabelPull)
+	if err != nil {
+		return fmt.Errorf("parse adoption selector: %w", err)
+	}
+	adopted := 0
+	opts := &client.ListOptions{LabelSelector: selector, Limit: 500}
+	for {
+		list := &workv1.ManifestWorkList{}
+		if err := reader.List(ctx, list, opts); err != nil {
+			return fmt.Errorf("list manifestworks of the earlier pull controller: %w", err)
+		}
+		for i := range list.Items {
+			w := &list.Items[i]
+			if w.Annotations[argocd.AnnotationHubAppNamespace] == "" || w.Annotations[argocd.AnnotationHubAppName] == "" {
+				continue
+			}
+			patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+argocd.LabelPull+`":"true"}}}`))
+			if err := writer.Patch(ctx, w, patch); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("label manifestwork %s/%s for takeover: %w", w.Namespace, w.Name, err)
+			}
+			adopted++
+		}
+		if list.Continue == "" {
+			break
+		}
+		opts.Continue = list.Continue
+	}
+	if adopted > 0 {
+		klog.FromContext(ctx).Info("Adopted the works of the earlier pull controller", "works", adopted)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,11 +36,19 @@ type bundleStatus struct {
 	SequenceID     string                     `json:"SequenceID,omitempty"`
 }
 
-// restLister pages through the resource bundles of one source on a Maestro(-compatible) server.
+// restLister pages through the resource bundles of one source (of one consumer, when set) on a
+// Maestro(-compatible) server.
 type restLister struct {
 	client   *restapi.Client
 	source   string
+	consumer string
 	pageSize int
+}
+
+// ListServerWorks returns the works a source has on a Maestro(-compatible) server for one consumer (a managed
+// cluster), with their latest status and without their manifests, as the grpc transport sees them.
+func ListServerWorks(ctx context.Context, c *restapi.Client, source, consumer string) ([]*workv1.ManifestWork, error) {
+	return (&restLister{client: c, source: source, consumer: consumer, pageSize: 500}).list(ctx)
 }
 
 // list returns every work of the source, page by page.
@@ -64,8 +73,12 @@ func (l *restLister) list(ctx context.Context) ([]*workv1.ManifestWork, error) {
 }
 
 func (l *restLister) page(ctx context.Context, page int) (*restapi.List[bundle], error) {
+	search := restapi.SourceSearch(l.source)
+	if l.consumer != "" {
+		search += fmt.Sprintf(" and consumer_name = '%s'", strings.ReplaceAll(l.consumer, "'", "''"))
+	}
 	p, err := restapi.ListPage[bundle](ctx, l.client, restapi.ResourceBundlesPath,
-		restapi.Page{Page: page, Size: l.pageSize, Search: restapi.SourceSearch(l.source)})
+		restapi.Page{Page: page, Size: l.pageSize, Search: search})
 	if err != nil {
 		return nil, fmt.Errorf("list resource bundles page %d: %w", page, err)
 	}

@@ -234,6 +234,13 @@ func (c *Client) EnsureConsumer(ctx context.Context, name string) error {
 	return nil
 }
 
+// GetConsumer reads a consumer by name or id.
+func (c *Client) GetConsumer(ctx context.Context, nameOrID string) (Consumer, error) {
+	var out Consumer
+	err := c.Do(ctx, http.MethodGet, ConsumersPath+"/"+url.PathEscape(nameOrID), nil, &out)
+	return out, err
+}
+
 // DeleteConsumer deletes a consumer, by name or id; the server refuses while it has works.
 func (c *Client) DeleteConsumer(ctx context.Context, nameOrID string) error {
 	return c.Do(ctx, http.MethodDelete, ConsumersPath+"/"+url.PathEscape(nameOrID), nil, nil)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -119,7 +120,7 @@ func (o *ConsumerListOptions) Run(ctx context.Context) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(output(o.Out), 0, 4, 2, ' ', 0)
-	if _, err := fmt.Fprintln(tw, "NAME\tID\tLABELS\tCREATED"); err != nil {
+	if _, err := fmt.Fprintln(tw, "NAME\tID\tLABELS\tAGENTS\tCREATED"); err != nil {
 		return err
 	}
 	const size = 500
@@ -129,7 +130,11 @@ func (o *ConsumerListOptions) Run(ctx context.Context) error {
 			return err
 		}
 		for _, c := range list.Items {
-			if _, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, c.ID, formatLabels(c.Labels), c.CreatedAt.Format(time.RFC3339)); err != nil {
+			agents := "-"
+			if c.ConnectedAgents != nil {
+				agents = strconv.Itoa(*c.ConnectedAgents)
+			}
+			if _, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.ID, formatLabels(c.Labels), agents, c.CreatedAt.Format(time.RFC3339)); err != nil {
 				return err
 			}
 		}

@@ -40,6 +40,9 @@ type Consumer struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	CreatedAt *time.Time        `json:"created_at,omitempty"`
 	UpdatedAt *time.Time        `json:"updated_at,omitempty"`
+	// ConnectedAgents counts the agents of the consumer subscribed to the server's instances (an extension of
+	// Maestro's shape, read only; nil from a server that does not tell).
+	ConnectedAgents *int `json:"connected_agents,omitempty"`
 }
 
 // ResourceBundle is a resource bundle: one work's spec and status.

@@ -10,12 +10,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-const consumerColumns = "id, name, labels, created_at, updated_at"
+const consumerColumns = "id, name, labels, created_at, updated_at, " +
+	"(SELECT count(*) FROM agent_subscriptions s WHERE s.consumer_name = consumers.name)"
 
 func scanConsumer(row pgx.Row) (Consumer, error) {
 	var c Consumer
 	var labels []byte
-	if err := row.Scan(&c.ID, &c.Name, &labels, &c.CreatedAt, &c.UpdatedAt); err != nil {
+	if err := row.Scan(&c.ID, &c.Name, &labels, &c.CreatedAt, &c.UpdatedAt, &c.ConnectedAgents); err != nil {
 		return Consumer{}, err
 	}
 	if err := json.Unmarshal(labels, &c.Labels); err != nil {
@@ -100,6 +101,25 @@ func (s *pgStore) DeleteConsumer(ctx context.Context, idOrName string) (err erro
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("%w: consumer %s", ErrNotFound, idOrName)
+	}
+	return nil
+}
+
+func (s *pgStore) AddAgentSubscription(ctx context.Context, consumer string) (id string, err error) {
+	defer s.timed("add_agent_subscription", &err)()
+	id = uuid.NewString()
+	_, err = s.pool.Exec(ctx, "INSERT INTO agent_subscriptions (id, consumer_name, instance_id) VALUES ($1, $2, $3)",
+		id, consumer, s.instance)
+	if err != nil {
+		return "", fmt.Errorf("record agent subscription of consumer %s: %w", consumer, err)
+	}
+	return id, nil
+}
+
+func (s *pgStore) RemoveAgentSubscription(ctx context.Context, id string) (err error) {
+	defer s.timed("remove_agent_subscription", &err)()
+	if _, err = s.pool.Exec(ctx, "DELETE FROM agent_subscriptions WHERE id = $1", id); err != nil {
+		return fmt.Errorf("forget agent subscription %s: %w", id, err)
 	}
 	return nil
 }

@@ -360,3 +360,59 @@ func TestInstancesAndSweeps(t *testing.T) {
 		t.Fatalf("stuck deletes: %d %+v %v", n, stuck, err)
 	}
 }
+
+// TestAgentSubscriptions: a consumer counts the agent subscriptions open on the live instances; a subscription
+// forgotten, or its instance gone, no longer counts.
+func TestAgentSubscriptions(t *testing.T) {
+	ctx := context.Background()
+	a, url := newTestStore(t, "a")
+	b := openTestStore(t, url, "b")
+	for _, s := range []Store{a, b} {
+		if err := s.RegisterInstance(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.EnsureConsumer(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	agents := func() int {
+		t.Helper()
+		c, err := b.GetConsumer(ctx, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.ConnectedAgents
+	}
+	if n := agents(); n != 0 {
+		t.Fatalf("agents before any subscription: %d", n)
+	}
+	onA, err := a.AddAgentSubscription(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AddAgentSubscription(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := agents(); n != 2 {
+		t.Fatalf("agents with a subscription on each instance: %d", n)
+	}
+	list, _, err := a.ListConsumers(ctx, 0, 10)
+	if err != nil || len(list) != 1 || list[0].ConnectedAgents != 2 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if err := a.RemoveAgentSubscription(ctx, onA); err != nil {
+		t.Fatal(err)
+	}
+	if n := agents(); n != 1 {
+		t.Fatalf("agents after one unsubscribed: %d", n)
+	}
+	if err := b.RemoveInstance(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := agents(); n != 0 {
+		t.Fatalf("agents after their instance left: %d", n)
+	}
+	if c, err := a.CreateConsumer(ctx, Consumer{Name: "c2"}); err != nil || c.ConnectedAgents != 0 {
+		t.Fatalf("create: %+v %v", c, err)
+	}
+}

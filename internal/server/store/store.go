@@ -34,6 +34,8 @@ type Consumer struct {
 	Labels    map[string]string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// ConnectedAgents counts the agent subscriptions of the consumer open on the live instances (read only).
+	ConnectedAgents int
 }
 
 // SpecOp is what a source asks for a resource.
@@ -215,6 +217,10 @@ type Store interface {
 	ListConsumers(ctx context.Context, offset, limit int) ([]Consumer, int, error)
 	// DeleteConsumer removes a consumer that has no resources.
 	DeleteConsumer(ctx context.Context, idOrName string) error
+	// AddAgentSubscription records an agent subscription of a consumer open on this instance, until
+	// RemoveAgentSubscription (or the instance's end) forgets it.
+	AddAgentSubscription(ctx context.Context, consumer string) (string, error)
+	RemoveAgentSubscription(ctx context.Context, id string) error
 
 	// ApplySpecs commits spec events in one transaction and notifies the other instances.
 	ApplySpecs(ctx context.Context, writes []SpecWrite, autoRegister bool) ([]SpecResult, error)
