@@ -197,10 +197,17 @@ func (m *migration) waitCopied(ctx context.Context, cluster, from, to string) (m
 			uids[w.Name] = uid
 		}
 		m.bar.step(cluster, "%d/%d works copied to %s and applied", len(uids), live, to)
-		if len(pending) > 0 {
-			return false, m.pendingMessage(ctx, cluster, pending, to), nil
+		if len(pending) == 0 {
+			return true, "", nil
 		}
-		return true, "", nil
+		why, err := m.refused(ctx, cluster)
+		if err != nil {
+			return false, "", err
+		}
+		if why != "" {
+			return false, "", fmt.Errorf("%w: the controller does not copy the works: %s", errStop, why)
+		}
+		return false, m.pendingMessage(ctx, cluster, pending, to), nil
 	})
 	return uids, err
 }
@@ -230,6 +237,23 @@ func copied(home, cp *workv1.ManifestWork, from, to string) (uid, pending string
 			"the two agents apply different objects, so the move stopped before removing anything", name, to, uidCopy, from, uidHome)
 	}
 	return uidHome, "", nil
+}
+
+// refused returns the message of a hub Application of the cluster that says the controller does not run a
+// transport the cluster's labels name (it then does not copy the works), or "".
+func (m *migration) refused(ctx context.Context, cluster string) (string, error) {
+	apps, err := m.applications(ctx, cluster)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range apps {
+		for _, c := range a.StatusSummary().Conditions {
+			if c.Type == argocd.ConditionDeliveryError && strings.Contains(c.Message, "--migration-transport") {
+				return fmt.Sprintf("Application %s/%s: %s", a.Namespace, a.Name, c.Message), nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // pendingMessage lists what a step waits for (the first few) and the hub Applications of the cluster that show a

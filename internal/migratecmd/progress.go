@@ -17,6 +17,8 @@ import (
 type progress struct {
 	out      io.Writer
 	terminal bool
+	// width is the terminal's width (0: unknown).
+	width func() int
 
 	mu       sync.Mutex
 	total    int
@@ -26,8 +28,18 @@ type progress struct {
 }
 
 func newProgress(out io.Writer) *progress {
-	f, ok := out.(*os.File)
-	return &progress{out: out, terminal: ok && term.IsTerminal(int(f.Fd())), steps: map[string]string{}}
+	p := &progress{out: out, width: func() int { return 0 }, steps: map[string]string{}}
+	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.terminal = true
+		p.width = func() int {
+			w, _, err := term.GetSize(int(f.Fd()))
+			if err != nil {
+				return 0
+			}
+			return w
+		}
+	}
+	return p
 }
 
 // start begins the count of the clusters: total in all, already done before the command started.
@@ -119,7 +131,7 @@ func (p *progress) drawLocked() {
 	}
 	line := fmt.Sprintf("[%s%s] %d/%d clusters  %s", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
 		p.finished, p.total, strings.Join(moving, "; "))
-	if w, _, err := term.GetSize(int(p.out.(*os.File).Fd())); err == nil && w > 1 && len(line) >= w {
+	if w := p.width(); w > 1 && len(line) >= w {
 		line = line[:w-1]
 	}
 	_, _ = fmt.Fprint(p.out, "\r\033[K"+line)

@@ -88,12 +88,16 @@ func (r *Router) Apply(ctx context.Context, work *workv1.ManifestWork) error {
 	return c.Apply(ctx, work)
 }
 
-// Delete deletes the work from every transport that has it.
+// Delete deletes the work from every transport that has it and is not deleting it already.
 func (r *Router) Delete(ctx context.Context, namespace, name string) error {
+	if len(r.names) == 1 {
+		return r.transports[r.names[0]].Delete(ctx, namespace, name)
+	}
 	var errs []error
 	for _, n := range r.names {
 		c := r.transports[n]
-		if _, err := c.Get(ctx, namespace, name); apierrors.IsNotFound(err) && len(r.names) > 1 {
+		w, err := c.Get(ctx, namespace, name)
+		if apierrors.IsNotFound(err) || (err == nil && !w.DeletionTimestamp.IsZero()) {
 			continue
 		}
 		errs = append(errs, c.Delete(ctx, namespace, name))

@@ -218,8 +218,8 @@ func TestMigrate(t *testing.T) {
 // the move was left half-way.
 func killMidway(t *testing.T, hub client.Client, cmd *exec.Cmd) {
 	t.Helper()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +241,24 @@ func killMidway(t *testing.T, hub client.Client, cmd *exec.Cmd) {
 	if strings.Contains(out.String(), "2 clusters on grpc") {
 		t.Fatal("the migrate finished before it was killed")
 	}
+}
+
+// syncBuffer is a buffer a process writes to while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // expectLabels checks the transport label of each cluster ("" for none) and that no move is under way.
