@@ -476,90 +476,66 @@ func TestDelete(t *testing.T) {
 	})
 }
 
-// TestAdoptsExistingWork: a work the earlier OCM pull controller wrote for an Application (its own name,
-// the pull label and the hub Application annotations) is taken over, not duplicated.
+// TestAdoptsExistingWork: a work the earlier OCM pull controllers wrote for an Application is taken over under
+// its own name, updated in place, not duplicated: open-cluster-management-io/argocd-pull-integration's (the pull
+// label and the hub Application annotations), and stolostron's (Red Hat ACM) for an ApplicationSet's
+// Application, which has the application-set label and a hash of the ApplicationSet instead of the pull label
+// (the controller labels it at start). A work with the application-set label but no hub Application is left alone.
 func TestAdoptsExistingWork(t *testing.T) {
-	c := hubClient(t)
-	ns, cluster := setup(t, c)
-	ctx := context.Background()
-	old := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
-		Namespace: cluster, Name: "legacy-3f2a1",
-		Labels:      map[string]string{argocd.LabelPull: "true"},
-		Annotations: map[string]string{argocd.AnnotationHubAppNamespace: ns, argocd.AnnotationHubAppName: "legacy"},
-	}}
-	old.Spec.Workload.Manifests = []workv1.Manifest{{RawExtension: runtimeConfigMap()}}
-	if err := c.Create(ctx, old); err != nil {
-		t.Fatal(err)
-	}
-	startController(t)
-	createApp(t, c, newApp(ns, "legacy", cluster))
-	testutil.Eventually(t, "existing work taken over", func() error {
-		w := &workv1.ManifestWork{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(old), w); err != nil {
-			return err
-		}
-		if w.Annotations[application.AnnotationSpecHash] == "" || payloadApp(t, w).GetName() != "legacy" {
-			return errors.New("not taken over yet")
-		}
-		return nil
-	})
-	works := &workv1.ManifestWorkList{}
-	if err := c.List(ctx, works, client.InNamespace(cluster)); err != nil {
-		t.Fatal(err)
-	}
-	if len(works.Items) != 1 {
-		t.Fatalf("%d works for one Application", len(works.Items))
-	}
-}
-
-// TestAdoptsStolostronWork: stolostron's pull controller (Red Hat ACM) labels the work of an ApplicationSet's
-// Application with the application-set label and a hash of the ApplicationSet instead of the pull label; the
-// controller labels it at start and takes it over under its name, updated in place.
-func TestAdoptsStolostronWork(t *testing.T) {
-	c := hubClient(t)
-	ns, cluster := setup(t, c)
-	ctx := context.Background()
-	old := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
-		Namespace: cluster, Name: "acm-7c9e2",
-		Labels: map[string]string{argocd.LabelAppSet: "true",
-			"apps.open-cluster-management.io/application-set-hash": "5d41402abc4b2a76b9719d911017c592"},
-		Annotations: map[string]string{argocd.AnnotationHubAppNamespace: ns, argocd.AnnotationHubAppName: "acm",
-			argocd.AnnotationHostingAppSet: ns + "/set"},
-	}}
-	old.Spec.Workload.Manifests = []workv1.Manifest{{RawExtension: runtimeConfigMap()}}
-	if err := c.Create(ctx, old); err != nil {
-		t.Fatal(err)
-	}
-	// A work of another kind with the same label but no hub Application is not the controller's.
-	other := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: "not-an-application",
-		Labels: map[string]string{argocd.LabelAppSet: "true"}}}
-	other.Spec.Workload.Manifests = []workv1.Manifest{{RawExtension: runtimeConfigMap()}}
-	if err := c.Create(ctx, other); err != nil {
-		t.Fatal(err)
-	}
-	startController(t)
-	app := newApp(ns, "acm", cluster)
-	app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "set", UID: "3c1a0cfa-0000-0000-0000-000000000003"}})
-	createApp(t, c, app)
-	testutil.Eventually(t, "existing work taken over", func() error {
-		w := &workv1.ManifestWork{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(old), w); err != nil {
-			return err
-		}
-		if w.Labels[argocd.LabelPull] != "true" || w.Annotations[application.AnnotationSpecHash] == "" || payloadApp(t, w).GetName() != "acm" {
-			return errors.New("not taken over yet")
-		}
-		return nil
-	})
-	works := &workv1.ManifestWorkList{}
-	if err := c.List(ctx, works, client.InNamespace(cluster), client.MatchingLabels{argocd.LabelPull: "true"}); err != nil {
-		t.Fatal(err)
-	}
-	if len(works.Items) != 1 {
-		t.Fatalf("%d works for one Application", len(works.Items))
-	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(other), other); err != nil || other.Labels[argocd.LabelPull] != "" {
-		t.Fatalf("the other work: labels %v, %v", other.Labels, err)
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		appSet bool
+	}{
+		{name: "argocd-pull-integration", labels: map[string]string{argocd.LabelPull: "true"}},
+		{name: "stolostron ApplicationSet", appSet: true, labels: map[string]string{argocd.LabelAppSet: "true",
+			"apps.open-cluster-management.io/application-set-hash": "5d41402abc4b2a76b9719d911017c592"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := hubClient(t)
+			ns, cluster := setup(t, c)
+			ctx := context.Background()
+			old := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{
+				Namespace: cluster, Name: "legacy-3f2a1", Labels: tc.labels,
+				Annotations: map[string]string{argocd.AnnotationHubAppNamespace: ns, argocd.AnnotationHubAppName: "legacy"},
+			}}
+			other := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: "not-an-application",
+				Labels: map[string]string{argocd.LabelAppSet: "true"}}}
+			for _, w := range []*workv1.ManifestWork{old, other} {
+				w.Spec.Workload.Manifests = []workv1.Manifest{{RawExtension: runtimeConfigMap()}}
+				if err := c.Create(ctx, w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			startController(t)
+			app := newApp(ns, "legacy", cluster)
+			if tc.appSet {
+				app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet",
+					Name: "set", UID: "3c1a0cfa-0000-0000-0000-000000000003"}})
+			}
+			createApp(t, c, app)
+			testutil.Eventually(t, "existing work taken over", func() error {
+				w := &workv1.ManifestWork{}
+				if err := c.Get(ctx, client.ObjectKeyFromObject(old), w); err != nil {
+					return err
+				}
+				if w.Labels[argocd.LabelPull] != "true" || w.Annotations[application.AnnotationSpecHash] == "" ||
+					payloadApp(t, w).GetName() != "legacy" {
+					return errors.New("not taken over yet")
+				}
+				return nil
+			})
+			works := &workv1.ManifestWorkList{}
+			if err := c.List(ctx, works, client.InNamespace(cluster), client.MatchingLabels{argocd.LabelPull: "true"}); err != nil {
+				t.Fatal(err)
+			}
+			if len(works.Items) != 1 {
+				t.Fatalf("%d works for one Application", len(works.Items))
+			}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(other), other); err != nil || other.Labels[argocd.LabelPull] != "" {
+				t.Fatalf("the other work: labels %v, %v", other.Labels, err)
+			}
+		})
 	}
 }
 

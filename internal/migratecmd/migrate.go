@@ -124,13 +124,17 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	plans := make([]plan, 0, len(clusters))
-	for _, mc := range clusters {
-		p, err := m.plan(ctx, mc)
-		if err != nil {
+	plans := make([]plan, len(clusters))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, mc := range clusters {
+		g.Go(func() (err error) {
+			plans[i], err = m.plan(gctx, mc)
 			return err
-		}
-		plans = append(plans, p)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	m.printPlan(plans)
 	if o.DryRun {
@@ -238,8 +242,8 @@ func (m *migration) moveAll(ctx context.Context, todo []plan, already int) error
 				return fmt.Errorf("cluster %s: %w", p.cluster, err)
 			}
 			m.bar.done()
-			m.printf("cluster %s: on %s, %d works moved, every Application kept (same uid on the cluster)%s\n",
-				p.cluster, m.To, res.works, res.note())
+			m.printf("cluster %s: on %s, %s moved, every Application kept (same uid on the cluster)%s\n",
+				p.cluster, m.To, count(res.works, "work"), res.note())
 			return nil
 		})
 	}
@@ -250,7 +254,7 @@ func (m *migration) moveAll(ctx context.Context, todo []plan, already int) error
 			err, workclient.LabelTransport, other(m.To))
 	}
 	m.bar.finish()
-	m.printf("==> %d clusters on %s\n", total, m.To)
+	m.printf("==> %s on %s\n", count(total, "cluster"), m.To)
 	if m.Cluster == "" {
 		m.printf("every cluster is on %s: the controller may now run with --transport=%s alone, and the %s agents may stop\n",
 			m.To, m.To, other(m.To))

@@ -40,7 +40,7 @@ func (r result) note() string {
 	if r.missing == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (%d Applications were deleted on the hub during the move)", r.missing)
+	return fmt.Sprintf(" (%s deleted on the hub during the move)", count(r.missing, "Application"))
 }
 
 // errStop marks an error that waiting does not cure: the command stops at once.
@@ -360,7 +360,7 @@ func (m *migration) verify(ctx context.Context, cluster, uidsJSON string) (resul
 				pending = append(pending, why)
 			}
 		}
-		m.bar.step(cluster, "checking %d Applications", len(apps))
+		m.bar.step(cluster, "checking %s", count(len(apps), "Application"))
 		if len(pending) > 0 {
 			return false, strings.Join(pending[:min(len(pending), 5)], "; "), nil
 		}

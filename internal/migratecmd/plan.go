@@ -85,20 +85,21 @@ func (p plan) describe(to string) string {
 	switch p.step {
 	case stepDone:
 		if n := p.works[other(to)]; n > 0 {
-			return fmt.Sprintf("nothing to move; %d works remain on %s without a move that retires them: see docs/migrate.md", n, other(to))
+			return fmt.Sprintf("nothing to move; %s remain on %s without a move that retires them: see docs/migrate.md", count(n, "work"), other(to))
 		}
 		return "nothing to do"
 	case stepStartCopy:
-		return fmt.Sprintf("copy %d works to %s, switch to %s, orphan and remove the %d works on %s", p.works[from], to, to, p.works[from], from)
+		return fmt.Sprintf("copy %s to %s, switch to %s, orphan and remove the %s on %s", count(p.works[from], "work"), to, to,
+			count(p.works[from], "work"), from)
 	case stepSwitch:
 		return fmt.Sprintf("(resumed) wait for the copies on %s to be applied, switch to %s, orphan and remove the works on %s", to, to, from)
 	case stepFinish:
-		return fmt.Sprintf("(resumed) wait until the %d works on %s are removed, check the Applications", p.works[p.move.Retire], p.move.Retire)
+		return fmt.Sprintf("(resumed) wait until the %s on %s are removed, check the Applications", count(p.works[p.move.Retire], "work"), p.move.Retire)
 	case stepCancelCopy:
 		return fmt.Sprintf("(cancels a move to %s) orphan and remove the %d copies on %s", p.move.CopyTo, p.works[p.move.CopyTo], p.move.CopyTo)
 	case stepClearRetire:
-		return fmt.Sprintf("wait until the %d works on %s of the earlier move are removed, then copy %d works to %s, switch, retire",
-			p.works[to], to, p.works[from], to)
+		return fmt.Sprintf("wait until the %s on %s of the earlier move are removed, then copy %s to %s, switch, retire",
+			count(p.works[to], "work"), to, count(p.works[from], "work"), to)
 	}
 	return ""
 }
@@ -108,7 +109,7 @@ func (m *migration) printPlan(plans []plan) {
 	if m.DryRun {
 		verb = "plan (dry run: nothing is changed)"
 	}
-	m.printf("==> %s: move %d clusters to %s\n", verb, len(plans), m.To)
+	m.printf("==> %s: move %s to %s\n", verb, count(len(plans), "cluster"), m.To)
 	tw := tabwriter.NewWriter(m.out, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "CLUSTER\tWORKS LIVE ON\tWORKS ON KUBE\tWORKS ON GRPC\tPLAN")
 	for _, p := range plans {
@@ -120,4 +121,12 @@ func (m *migration) printPlan(plans []plan) {
 			p.works[workclient.TransportGRPC], p.describe(m.To))
 	}
 	_ = tw.Flush()
+}
+
+// count says "1 work", "2 works".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -185,24 +184,6 @@ func TestRunNoneFound(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader in different goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestRunWatch(t *testing.T) {
 	c := hubClient(t)
 	const ns = "status-watch"
@@ -210,7 +191,7 @@ func TestRunWatch(t *testing.T) {
 	o := NewOptions()
 	o.Kubeconfig = kubeconfig(t)
 	o.Namespace, o.AppSet, o.Watch = ns, "guestbook", true
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	o.Out, o.ErrOut = out, out
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
@@ -122,7 +121,7 @@ func TestMigrate(t *testing.T) {
 
 	// The plan, without a change.
 	out, err := run("--to", "grpc", "--dry-run")
-	if err != nil || !strings.Contains(out, "copy 1 works to grpc") || !strings.Contains(out, "dry run") {
+	if err != nil || !strings.Contains(out, "copy 1 work to grpc, switch to grpc, orphan and remove the 1 work on kube") || !strings.Contains(out, "dry run") {
 		t.Fatalf("dry run: %v", err)
 	}
 	expectLabels(t, hub, map[string]string{"cluster1": "", "cluster2": ""})
@@ -159,7 +158,7 @@ func TestMigrate(t *testing.T) {
 	})
 	killMidway(t, hub, migrate("--to", "grpc", "--parallel", "1"))
 	out, err = run("--to", "grpc")
-	if err != nil || !strings.Contains(out, "(resumed)") || !strings.Contains(out, "2 clusters on grpc") {
+	if err != nil || !strings.Contains(out, "(resumed)") || !strings.Contains(out, "==> 2 clusters on grpc") {
 		t.Fatalf("migrate to grpc after a kill: %v", err)
 	}
 	expectLabels(t, hub, map[string]string{"cluster1": "grpc", "cluster2": "grpc"})
@@ -170,11 +169,11 @@ func TestMigrate(t *testing.T) {
 	newRevision(t, f, hub, spokes, apps)
 
 	// Back to the basic mode: one cluster, then the rest.
-	if out, err = run("--to", "kube", "--cluster", "cluster1"); err != nil || !strings.Contains(out, "1 clusters on kube") {
+	if out, err = run("--to", "kube", "--cluster", "cluster1"); err != nil || !strings.Contains(out, "==> 1 cluster on kube") {
 		t.Fatalf("migrate cluster1 to kube: %v", err)
 	}
 	expectLabels(t, hub, map[string]string{"cluster1": "kube", "cluster2": "grpc"})
-	if out, err = run("--to", "kube"); err != nil || !strings.Contains(out, "2 clusters on kube") {
+	if out, err = run("--to", "kube"); err != nil || !strings.Contains(out, "==> 2 clusters on kube") {
 		t.Fatalf("migrate to kube: %v", err)
 	}
 	expectLabels(t, hub, map[string]string{"cluster1": "kube", "cluster2": "kube"})
@@ -218,7 +217,7 @@ func TestMigrate(t *testing.T) {
 // the move was left half-way.
 func killMidway(t *testing.T, hub client.Client, cmd *exec.Cmd) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -241,24 +240,6 @@ func killMidway(t *testing.T, hub client.Client, cmd *exec.Cmd) {
 	if strings.Contains(out.String(), "2 clusters on grpc") {
 		t.Fatal("the migrate finished before it was killed")
 	}
-}
-
-// syncBuffer is a buffer a process writes to while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // expectLabels checks the transport label of each cluster ("" for none) and that no move is under way.

@@ -320,11 +320,7 @@ func TestInstancesAndSweeps(t *testing.T) {
 	ctx := context.Background()
 	a, url := newTestStore(t, "a")
 	b := openTestStore(t, url, "b")
-	for _, s := range []Store{a, b} {
-		if err := s.RegisterInstance(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerInstances(t, a, b)
 	if lead, err := a.IsLeader(ctx, time.Minute); err != nil || !lead {
 		t.Fatalf("a leads: %v %v", lead, err)
 	}
@@ -367,11 +363,7 @@ func TestAgentSubscriptions(t *testing.T) {
 	ctx := context.Background()
 	a, url := newTestStore(t, "a")
 	b := openTestStore(t, url, "b")
-	for _, s := range []Store{a, b} {
-		if err := s.RegisterInstance(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerInstances(t, a, b)
 	if err := a.EnsureConsumer(ctx, "c1"); err != nil {
 		t.Fatal(err)
 	}
@@ -414,5 +406,15 @@ func TestAgentSubscriptions(t *testing.T) {
 	}
 	if c, err := a.CreateConsumer(ctx, Consumer{Name: "c2"}); err != nil || c.ConnectedAgents != 0 {
 		t.Fatalf("create: %+v %v", c, err)
+	}
+}
+
+// registerInstances records the stores' instances as live.
+func registerInstances(t *testing.T, stores ...Store) {
+	t.Helper()
+	for _, s := range stores {
+		if err := s.RegisterInstance(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
