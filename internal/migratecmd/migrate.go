@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
@@ -67,7 +68,7 @@ func NewOptions() *Options {
 
 // AddFlags registers the flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the hub ($KUBECONFIG, ~/.kube/config or in-cluster config when empty)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the hub ($KUBECONFIG, in-cluster config or ~/.kube/config when empty)")
 	fs.StringVar(&o.To, "to", o.To, "Transport to move the clusters to: grpc (Maestro mode) or kube (basic mode)")
 	fs.StringVar(&o.From, "from", o.From, "Where the works of clusters without the "+workclient.LabelTransport+" label live: the controller's --transport (default: the transport --to is not)")
 	fs.StringVar(&o.Cluster, "cluster", o.Cluster, "Move this managed cluster only (every ManagedCluster when empty)")
@@ -161,11 +162,11 @@ type migration struct {
 }
 
 func (o *Options) newMigration() (*migration, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	// controller-runtime's config: $KUBECONFIG, in-cluster, ~/.kube/config; an explicit file wins.
+	cfg, err := ctrl.GetConfig()
 	if o.Kubeconfig != "" {
-		rules.ExplicitPath = o.Kubeconfig
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("load hub kubeconfig: %w", err)
 	}
