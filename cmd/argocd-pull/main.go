@@ -57,6 +57,8 @@ func main() {
 		Use:          "argocd-pull",
 		Short:        "The Argo CD pull model for Open Cluster Management fleets",
 		SilenceUsage: true,
+		// main prints the error once; cobra would print it too.
+		SilenceErrors: true,
 	}
 	root.AddCommand(subcommands()...)
 	// Every component logs through klog (the OCM work agent and sdk-go do); controller-runtime too.
