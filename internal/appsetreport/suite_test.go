@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -47,7 +48,13 @@ func hubClient(t *testing.T) client.WithWatch {
 // the hub Applications' status themselves, as it would.
 func startReporter(t *testing.T, opts appsetreport.Options) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Hub.Config(), ctrl.Options{
+	return startReporterOn(t, env.Hub.Config(), opts)
+}
+
+// startReporterOn is startReporter with the manager's rest config.
+func startReporterOn(t *testing.T, cfg *rest.Config, opts appsetreport.Options) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: hubmanager.Scheme(),
 		Cache: cache.Options{
 			ByObject:         map[client.Object]cache.ByObject{argocd.NewApplication(): application.CacheOptions()},

@@ -197,9 +197,13 @@ func TestStartBeforeDatabase(t *testing.T) {
 		code, _ := get("/healthz")
 		return code == http.StatusOK
 	})
-	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for the database") {
-		t.Fatalf("/readyz while the database is down: %d %q", code, body)
-	}
+	// Not ready, first while starting, then saying what it waits for once its first attempt failed.
+	testutil.Eventually(t, "/readyz saying the server waits for the database", func() error {
+		if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for the database") {
+			return fmt.Errorf("/readyz while the database is down: %d %q", code, body)
+		}
+		return nil
+	})
 	if code, body := get(restapi.BasePath + "/consumers"); code != http.StatusServiceUnavailable {
 		t.Fatalf("REST API while the database is down: %d %q", code, body)
 	}
