@@ -4,31 +4,61 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// Components a fault can hit: the hub controller, argocd-pull server, PostgreSQL, or the agent of a managed
-// cluster ("agent/<cluster>").
+// Components a fault can hit: the hub controller, an instance of argocd-pull server, PostgreSQL, the agent of
+// a managed cluster ("agent/<cluster>"), a simulator process ("simulator/<n>"), or, with NetworkFaults, a
+// network link.
 const (
 	ComponentController = "controller"
-	ComponentServer     = "server"
-	ComponentPostgres   = "postgres"
-	componentAgent      = "agent/"
+	// ComponentServer is the first instance of argocd-pull server; ComponentServerInstance names the others.
+	ComponentServer   = "server"
+	ComponentPostgres = "postgres"
+	// ComponentNetworkAgents is the link of every agent and simulator to the server instances; Kill cuts it
+	// (connections reset, new ones refused), Restart restores it.
+	ComponentNetworkAgents = "network/agents"
+	// ComponentNetworkController is the link of the controller to its server instance (gRPC and REST).
+	ComponentNetworkController = "network/controller"
+	// ComponentNetworkPostgres is the link of every server instance to PostgreSQL.
+	ComponentNetworkPostgres = "network/postgres"
+	componentAgent           = "agent/"
+	componentSimulator       = "simulator/"
 )
 
 // ComponentAgent names the agent of a managed cluster.
 func ComponentAgent(cluster string) string { return componentAgent + cluster }
 
-// Kill kills a component at once (SIGKILL), as a crash would.
+// ComponentServerInstance names the n-th instance of argocd-pull server, from 1.
+func ComponentServerInstance(n int) string {
+	if n == 1 {
+		return ComponentServer
+	}
+	return ComponentServer + "/" + strconv.Itoa(n)
+}
+
+// ComponentSimulator names the n-th simulator process, from 1.
+func ComponentSimulator(n int) string { return componentSimulator + strconv.Itoa(n) }
+
+// Kill kills a component at once (SIGKILL), as a crash would; a network link is cut.
 func (f *System) Kill(component string) error {
+	if rs, ok := f.relays[component]; ok {
+		for _, r := range rs {
+			r.Cut()
+		}
+		return nil
+	}
 	switch {
 	case component == ComponentController:
 		f.controller.Kill()
-	case component == ComponentServer && f.server != nil:
-		f.server.Kill()
+	case f.serverInstance(component) != nil:
+		f.serverInstance(component).proc.Kill()
 	case component == ComponentPostgres && f.Env.Postgres != nil:
 		f.Env.Postgres.Kill()
+	case f.simulator(component) != nil:
+		f.simulator(component).proc.Kill()
 	case strings.HasPrefix(component, componentAgent) && f.agents[strings.TrimPrefix(component, componentAgent)] != nil:
 		f.agents[strings.TrimPrefix(component, componentAgent)].Kill()
 	default:
@@ -37,17 +67,50 @@ func (f *System) Kill(component string) error {
 	return nil
 }
 
-// Restart starts a component again with its configuration: the same addresses, credentials and data. It does
-// not wait for the component to be ready, since that may depend on another that is still down; WaitReady does.
+// Shutdown stops a component gracefully, as an operator's restart would: SIGTERM, and PostgreSQL's fast
+// shutdown (every session ended, a checkpoint). A network link is cut as by Kill.
+func (f *System) Shutdown(component string) error {
+	grace := 30 * time.Second
+	switch {
+	case f.relays[component] != nil:
+		return f.Kill(component)
+	case component == ComponentController:
+		f.controller.Stop(grace)
+	case f.serverInstance(component) != nil:
+		f.serverInstance(component).proc.Stop(grace)
+	case component == ComponentPostgres && f.Env.Postgres != nil:
+		f.Env.Postgres.Shutdown()
+	case f.simulator(component) != nil:
+		f.simulator(component).proc.Stop(grace)
+	case strings.HasPrefix(component, componentAgent) && f.agents[strings.TrimPrefix(component, componentAgent)] != nil:
+		f.agents[strings.TrimPrefix(component, componentAgent)].Stop(grace)
+	default:
+		return fmt.Errorf("no component %q in this fleet", component)
+	}
+	return nil
+}
+
+// Restart starts a component again with its configuration: the same addresses, credentials and data; a
+// network link is restored. It does not wait for the component to be ready, since that may depend on another
+// that is still down; WaitReady does.
 func (f *System) Restart(ctx context.Context, component string) error {
+	if rs, ok := f.relays[component]; ok {
+		for _, r := range rs {
+			r.Restore()
+		}
+		return nil
+	}
 	switch {
 	case component == ComponentController:
 		return f.startControllerProcess()
-	case component == ComponentServer && f.server != nil:
-		f.server.Stop(10 * time.Second)
-		return f.runServer()
+	case f.serverInstance(component) != nil:
+		s := f.serverInstance(component)
+		return restartProcess(s.proc, func() error { return f.runServer(s) })
 	case component == ComponentPostgres && f.Env.Postgres != nil:
 		return f.Env.Postgres.Start(ctx)
+	case f.simulator(component) != nil:
+		s := f.simulator(component)
+		return restartProcess(s.proc, func() error { return f.runSimulator(s) })
 	case strings.HasPrefix(component, componentAgent):
 		return f.StartAgent(ctx, strings.TrimPrefix(component, componentAgent))
 	}
@@ -60,25 +123,35 @@ func (f *System) WaitReady(ctx context.Context, component string) error {
 	switch {
 	case component == ComponentController:
 		return f.waitController(ctx)
-	case component == ComponentServer && f.server != nil:
-		return f.waitServer(ctx)
-	case component == ComponentPostgres && f.Env.Postgres != nil, strings.HasPrefix(component, componentAgent):
+	case f.serverInstance(component) != nil:
+		return f.waitServer(ctx, f.serverInstance(component))
+	case f.simulator(component) != nil:
+		s := f.simulator(component)
+		return waitHTTP(ctx, s.proc, http.DefaultClient, "http://"+s.metrics+"/healthz")
+	case f.relays[component] != nil, component == ComponentPostgres && f.Env.Postgres != nil, strings.HasPrefix(component, componentAgent):
 		return nil // Restart waited for them: PostgreSQL to take connections, an agent to answer /healthz.
 	}
 	return fmt.Errorf("no component %q in this fleet", component)
 }
 
-func (f *System) runServer() error {
-	p, err := f.run("argocd-pull-server", f.serverArgs...)
-	if err != nil {
-		return err
+// serverInstance returns the instance a component names, or nil.
+func (f *System) serverInstance(component string) *serverInstance {
+	for i, s := range f.servers {
+		if component == ComponentServerInstance(i+1) {
+			return s
+		}
 	}
-	f.server = p
 	return nil
 }
 
-func (f *System) waitServer(ctx context.Context) error {
-	return waitHTTP(ctx, f.server, f.serverClient.HTTPClient(), "https://"+f.Server.HTTP+"/readyz")
+// simulator returns the sim process a component names, or nil.
+func (f *System) simulator(component string) *simulatorProcess {
+	for i, s := range f.simulators {
+		if component == ComponentSimulator(i+1) {
+			return s
+		}
+	}
+	return nil
 }
 
 func (f *System) waitController(ctx context.Context) error {

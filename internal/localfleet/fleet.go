@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +52,15 @@ type Options struct {
 	// Simulated leaves the managed clusters to a simulator (argocd-pull sim): no managed apiservers, agents or
 	// Argo CD are started; the clusters are registered on the hub and, in the Maestro mode, on the server.
 	Simulated bool
+	// ServerInstances is how many instances of argocd-pull server share the database (Maestro mode; 0 means
+	// one). The agents are spread over them by cluster, in turn; the controller uses the last one.
+	ServerInstances int
+	// Simulator adds simulated managed clusters to the real ones (Maestro mode): argocd-pull sim processes of
+	// the fleet's own, one per server instance.
+	Simulator *Simulator
+	// NetworkFaults routes every connection to argocd-pull server and to PostgreSQL through a relay of the
+	// fleet's, which Kill and Restart of the network components (ComponentNetworkAgents…) cut and restore.
+	NetworkFaults bool
 	// ControllerArgs are extra flags of the hub controller.
 	ControllerArgs []string
 	// HubAPIServerArgs are extra flags of the hub's kube-apiserver.
@@ -65,7 +75,7 @@ type System struct {
 	Options
 	Env *loopback.Env
 	Git *loopback.GitServer
-	// Server is argocd-pull server's addresses (Maestro mode).
+	// Server is argocd-pull server's addresses (Maestro mode); with several instances, the first one's.
 	Server Endpoints
 	// AdminToken may use the server's REST API as an admin.
 	AdminToken string
@@ -79,12 +89,15 @@ type System struct {
 	Console ConsoleEndpoints
 
 	ca         *loopback.CA
-	server     *loopback.Process
+	servers    []*serverInstance
 	controller *loopback.Process
 	agents     map[string]*loopback.Process
 	argocd     map[string]*loopback.ArgoCD
 	appset     *loopback.Process
-	serverArgs []string
+	simulators []*simulatorProcess
+	relays     map[string][]*loopback.Relay
+	// realClusters are the managed clusters with an apiserver and an agent of their own.
+	realClusters []string
 	// controllerHealth is the hub controller's /healthz and /readyz address.
 	controllerHealth string
 	tokens           map[string]string
@@ -138,24 +151,33 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 	if o.CMP && (o.Transport != workclient.TransportKube || !o.ArgoCD) {
 		return nil, errors.New("the CMP variant needs the kube transport and Argo CD")
 	}
-	f := &System{Options: o, agents: map[string]*loopback.Process{}, argocd: map[string]*loopback.ArgoCD{}, tokens: map[string]string{}}
+	if (o.Simulator != nil || o.ServerInstances > 1 || o.NetworkFaults) && o.Transport != workclient.TransportGRPC {
+		return nil, errors.New("simulated clusters beside real ones, several server instances and network faults need the grpc transport")
+	}
+	f := &System{Options: o, agents: map[string]*loopback.Process{}, argocd: map[string]*loopback.ArgoCD{}, tokens: map[string]string{},
+		relays: map[string][]*loopback.Relay{}}
+	if !o.Simulated {
+		f.realClusters = o.Clusters
+	}
+	if o.Simulator != nil {
+		f.Clusters = append(slices.Clone(o.Clusters), o.Simulator.names()...)
+	}
 	ctx = loopback.WithProgress(ctx, func(s string) { f.progress("%s", s) })
 	defer func() {
 		if err != nil {
 			f.Stop()
 		}
 	}()
-	clusters := strings.Join(o.Clusters, ", ")
-	if o.Simulated {
-		clusters = fmt.Sprintf("no managed cluster (%d are simulated)", len(o.Clusters))
+	clusters := strings.Join(f.realClusters, ", ")
+	if len(f.realClusters) == 0 {
+		clusters = "no managed cluster"
+	}
+	if simulated := len(f.Clusters) - len(f.realClusters); simulated > 0 {
+		clusters += fmt.Sprintf(" (%d are simulated)", simulated)
 	}
 	f.progress("starting etcd, kube-apiservers for the hub and %s, garbage collectors, OCM's placement controller%s", clusters,
 		map[bool]string{true: ", PostgreSQL", false: ""}[f.runs(workclient.TransportGRPC)])
-	managed := o.Clusters
-	if o.Simulated {
-		managed = nil
-	}
-	f.Env, err = loopback.Start(ctx, loopback.Options{Dir: o.Dir, ManagedClusters: managed, GarbageCollector: true,
+	f.Env, err = loopback.Start(ctx, loopback.Options{Dir: o.Dir, ManagedClusters: f.realClusters, GarbageCollector: true,
 		Workloads: o.ArgoCD, PlacementController: true,
 		Postgres: f.runs(workclient.TransportGRPC), HubAPIServerArgs: o.HubAPIServerArgs})
 	if err != nil {
@@ -176,15 +198,16 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 			return nil, err
 		}
 	}
-	if !o.Simulated {
-		if err := f.startAgents(ctx); err != nil {
-			return nil, err
-		}
+	if err := f.startAgents(ctx); err != nil {
+		return nil, err
+	}
+	if err := f.startSimulators(ctx); err != nil {
+		return nil, err
 	}
 	if err := f.startController(ctx); err != nil {
 		return nil, err
 	}
-	if o.ArgoCD && !o.Simulated {
+	if o.ArgoCD && len(f.realClusters) > 0 {
 		if err := f.startArgoCD(ctx); err != nil {
 			return nil, err
 		}
@@ -210,14 +233,18 @@ func (f *System) run(name string, args ...string) (*loopback.Process, error) {
 	return loopback.StartProcess(loopback.ProcessSpec{Name: name, Path: f.Binary, Args: args, LogPath: f.logPath(name)})
 }
 
-// startServer starts argocd-pull server with mutual TLS (a client certificate per agent, named after its
-// cluster, and one for the controller) and registers the managed clusters as consumers. Bearer tokens remain
-// for the REST admin and for simulated clusters (a token each), which would otherwise need thousands of
-// certificates.
+// startServer starts argocd-pull server (ServerInstances of it on one database) with mutual TLS (a client
+// certificate per agent, named after its cluster, and one for the controller) and registers the managed
+// clusters as consumers. Bearer tokens remain for the REST admin and for simulated clusters (a token each),
+// which would otherwise need thousands of certificates.
 func (f *System) startServer(ctx context.Context) error {
-	f.progress("starting argocd-pull server (mutual TLS, a client certificate per cluster) on PostgreSQL")
+	instances := max(f.ServerInstances, 1)
+	f.progress("starting argocd-pull server (%d instance(s), mutual TLS, a client certificate per cluster) on PostgreSQL", instances)
 	db, err := f.Env.Postgres.CreateDatabase(ctx, "argocd_pull")
 	if err != nil {
+		return err
+	}
+	if db, err = f.relayDatabase(db); err != nil {
 		return err
 	}
 	if f.ca, err = loopback.NewCA(filepath.Join(f.Dir, "pki")); err != nil {
@@ -229,42 +256,50 @@ func (f *System) startServer(ctx context.Context) error {
 	}
 	f.AdminToken = loopback.RandomToken()
 	lines := []string{f.AdminToken + ",admin"}
-	if f.Simulated {
-		for _, c := range f.Clusters {
-			f.tokens["agent/"+c] = loopback.RandomToken()
-			lines = append(lines, f.tokens["agent/"+c]+",agent,"+c)
-		}
+	for _, c := range f.simulatedClusters() {
+		f.tokens["agent/"+c] = loopback.RandomToken()
+		lines = append(lines, f.tokens["agent/"+c]+",agent,"+c)
 	}
-	tokenFile := filepath.Join(f.Dir, "pki", "tokens.csv")
+	tokenFile := f.tokenFile()
 	if err := os.WriteFile(tokenFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write token file: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(f.Dir, "pki", "admin.token"), []byte(f.AdminToken), 0o600); err != nil {
 		return fmt.Errorf("write admin token: %w", err)
 	}
-	ports, err := loopback.FreePorts(3)
-	if err != nil {
-		return err
+	for i := range instances {
+		ports, err := loopback.FreePorts(3)
+		if err != nil {
+			return err
+		}
+		e := Endpoints{Source: addr(ports[0]), Agent: addr(ports[1]), HTTP: addr(ports[2])}
+		args := []string{"server", "--database-url", db,
+			"--source-grpc-bind-address", e.Source, "--agent-grpc-bind-address", e.Agent, "--http-bind-address", e.HTTP,
+			"--tls-cert-file", cert, "--tls-key-file", key, "--client-ca-file", f.ca.CertFile, "--token-file", tokenFile}
+		if f.consoleOn() && i == 0 {
+			// The console's proxies listen on the first instance only.
+			args = append(args, "--console-redis-bind-address", f.Console.RedisProxy,
+				"--console-redis-upstream", f.Console.HubRedis, "--console-proxy-bind-address", f.Console.KubeProxy,
+				"--hub-kubeconfig", f.Env.Hub.Kubeconfig, "--console-tls-secret", ArgoCDNamespace+"/"+gitopscluster.ConsoleTLSSecret,
+				"--console-argocd-namespace", ArgoCDNamespace)
+		}
+		f.servers = append(f.servers, &serverInstance{name: serverName(i), Endpoints: e, args: args})
+		if err := f.runServer(f.servers[i]); err != nil {
+			return err
+		}
 	}
-	f.Server = Endpoints{Source: addr(ports[0]), Agent: addr(ports[1]), HTTP: addr(ports[2])}
-	f.serverArgs = []string{"server", "--database-url", db,
-		"--source-grpc-bind-address", f.Server.Source, "--agent-grpc-bind-address", f.Server.Agent, "--http-bind-address", f.Server.HTTP,
-		"--tls-cert-file", cert, "--tls-key-file", key, "--client-ca-file", f.ca.CertFile, "--token-file", tokenFile}
-	if f.consoleOn() {
-		f.serverArgs = append(f.serverArgs, "--console-redis-bind-address", f.Console.RedisProxy,
-			"--console-redis-upstream", f.Console.HubRedis, "--console-proxy-bind-address", f.Console.KubeProxy,
-			"--hub-kubeconfig", f.Env.Hub.Kubeconfig, "--console-tls-secret", ArgoCDNamespace+"/"+gitopscluster.ConsoleTLSSecret,
-			"--console-argocd-namespace", ArgoCDNamespace)
-	}
-	if err := f.runServer(); err != nil {
-		return err
-	}
+	f.Server = f.servers[0].Endpoints
 	f.serverClient, err = restapi.New(restapi.Config{URL: "https://" + f.Server.HTTP, Token: f.AdminToken,
 		TLS: restapi.TLS{CAFile: f.ca.CertFile}})
 	if err != nil {
 		return err
 	}
-	if err := f.waitServer(ctx); err != nil {
+	for _, s := range f.servers {
+		if err := f.waitServer(ctx, s); err != nil {
+			return err
+		}
+	}
+	if err := f.relayServers(); err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -295,8 +330,11 @@ func (f *System) grpcConfig(name, url, identity string) (string, error) {
 }
 
 func (f *System) startAgents(ctx context.Context) error {
-	f.progress("starting the work agent of %s (driver %s)", strings.Join(f.Clusters, ", "), f.Transport)
-	for _, c := range f.Clusters {
+	if len(f.realClusters) == 0 {
+		return nil
+	}
+	f.progress("starting the work agent of %s (driver %s)", strings.Join(f.realClusters, ", "), f.Transport)
+	for _, c := range f.realClusters {
 		if err := f.StartAgent(ctx, c); err != nil {
 			return err
 		}
@@ -338,7 +376,7 @@ func (f *System) StartAgentDriver(ctx context.Context, cluster, driver string) e
 	args := []string{"agent", "--cluster-name", cluster, "--driver", driver,
 		"--kubeconfig", f.Env.Cluster(cluster).Kubeconfig, "--health-address", addr(port)}
 	if driver == workclient.TransportGRPC {
-		cfg, err := f.grpcConfig("agent-"+cluster, f.Server.Agent, "agent:"+cluster)
+		cfg, err := f.grpcConfig("agent-"+cluster, f.agentURL(slices.Index(f.realClusters, cluster)), "agent:"+cluster)
 		if err != nil {
 			return err
 		}
@@ -384,11 +422,12 @@ func (f *System) startControllerProcess() error {
 		args = append(args, "--migration-transport", f.MigrationTransport)
 	}
 	if f.runs(workclient.TransportGRPC) {
-		cfg, err := f.grpcConfig("controller", f.Server.Source, "source:argocd-pull")
+		server := f.controllerServer()
+		cfg, err := f.grpcConfig("controller", server.Source, "source:argocd-pull")
 		if err != nil {
 			return err
 		}
-		args = append(args, "--grpc-config", cfg, "--server-url", "https://"+f.Server.HTTP, "--source-id", "argocd-pull")
+		args = append(args, "--grpc-config", cfg, "--server-url", "https://"+server.HTTP, "--source-id", "argocd-pull")
 	}
 	p, err := f.run("controller", append(args, f.ControllerArgs...)...)
 	if err != nil {
@@ -406,9 +445,9 @@ func (f *System) startArgoCD(ctx context.Context) error {
 			"(argocd-cmp-server), the application controller and the ApplicationSet controller; no Argo CD on the managed clusters")
 	} else {
 		f.progress("starting Argo CD (redis, repo server, application controller) on %s, and on the hub argocd-server "+
-			"with its web UI, a repo server and the ApplicationSet controller", strings.Join(f.Clusters, ", "))
+			"with its web UI, a repo server and the ApplicationSet controller", strings.Join(f.realClusters, ", "))
 	}
-	argos := make([]*loopback.ArgoCD, len(f.Clusters))
+	argos := make([]*loopback.ArgoCD, len(f.realClusters))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		opts, err := f.hubArgoCDOptions()
@@ -418,7 +457,7 @@ func (f *System) startArgoCD(ctx context.Context) error {
 		f.HubArgoCD, err = loopback.StartHubArgoCD(gctx, f.Env.Hub, opts)
 		return err
 	})
-	for i, c := range f.Clusters {
+	for i, c := range f.realClusters {
 		if f.CMP {
 			break
 		}
@@ -434,7 +473,7 @@ func (f *System) startArgoCD(ctx context.Context) error {
 	err := g.Wait()
 	for i, a := range argos {
 		if a != nil {
-			f.argocd[f.Clusters[i]] = a
+			f.argocd[f.realClusters[i]] = a
 		}
 	}
 	if err != nil {
@@ -480,10 +519,20 @@ func (f *System) Stop() {
 	for _, p := range f.agents {
 		procs = append(procs, p)
 	}
-	procs = append(procs, f.server)
+	for _, s := range f.simulators {
+		procs = append(procs, s.proc)
+	}
+	for _, s := range f.servers {
+		procs = append(procs, s.proc)
+	}
 	for _, p := range procs {
 		if p != nil {
 			p.Stop(10 * time.Second)
+		}
+	}
+	for _, rs := range f.relays {
+		for _, r := range rs {
+			r.Close()
 		}
 	}
 	for _, a := range f.argocd {
@@ -514,7 +563,12 @@ func (f *System) AdminTokenFile() string { return filepath.Join(f.Dir, "pki", "a
 func (f *System) ControllerPid() int { return pid(f.controller) }
 
 // ServerPid is the process ID of argocd-pull server.
-func (f *System) ServerPid() int { return pid(f.server) }
+func (f *System) ServerPid() int {
+	if len(f.servers) == 0 {
+		return 0
+	}
+	return pid(f.servers[0].proc)
+}
 
 func pid(p *loopback.Process) int {
 	if p == nil || !p.Running() {

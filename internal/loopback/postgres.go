@@ -159,6 +159,14 @@ func (p *Postgres) Stop() {
 	}
 }
 
+// Shutdown stops the server with PostgreSQL's fast shutdown (as pg_ctl stop and restart do by default): it
+// ends every session, checkpoints and exits. Start brings it back.
+func (p *Postgres) Shutdown() {
+	if p.proc != nil {
+		p.proc.Signal(syscall.SIGINT, 30*time.Second)
+	}
+}
+
 // Kill kills the server as a crash would; Start brings it back with its data.
 func (p *Postgres) Kill() {
 	if p.proc != nil {

@@ -107,6 +107,20 @@ func (p *Process) Stop(grace time.Duration) {
 	}
 }
 
+// Signal sends sig to the process alone (not its group: a server's children take their orders from it) and
+// kills the group if the process has not exited within the grace period.
+func (p *Process) Signal(sig syscall.Signal, grace time.Duration) {
+	if !p.Running() {
+		return
+	}
+	_ = syscall.Kill(p.cmd.Process.Pid, sig)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.Kill()
+	}
+}
+
 // Kill kills the process group at once, as a crash would.
 func (p *Process) Kill() {
 	if !p.Running() {

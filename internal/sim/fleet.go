@@ -357,6 +357,43 @@ func (f *Fleet) Application(clusterName, work string) (AppState, bool) {
 	return s, true
 }
 
+// ApplicationView is one simulated Application with its cluster, work and hub Application, without its
+// .status: what /applications lists for fault tests, which compare it with the hub.
+type ApplicationView struct {
+	Cluster        string `json:"cluster"`
+	Work           string `json:"work"`
+	HubNamespace   string `json:"hubNamespace"`
+	HubName        string `json:"hubName"`
+	Namespace      string `json:"namespace"`
+	Name           string `json:"name"`
+	Sync           string `json:"sync"`
+	Health         string `json:"health"`
+	Revision       string `json:"revision"`
+	OperationPhase string `json:"operationPhase,omitempty"`
+}
+
+// Applications returns every simulated Application of the fleet, cluster by cluster.
+func (f *Fleet) Applications() []ApplicationView {
+	var out []ApplicationView
+	for _, c := range f.clusters {
+		c.mu.Lock()
+		for _, w := range c.list {
+			if !w.hasApp {
+				continue
+			}
+			a := &w.app
+			v := ApplicationView{Cluster: c.name, Work: w.name, HubNamespace: w.hubNamespace, HubName: w.hubName,
+				Namespace: a.namespace, Name: a.name, Sync: a.sync.String(), Health: a.health.String(), Revision: a.revision}
+			if a.op != nil {
+				v.OperationPhase = a.op.phase
+			}
+			out = append(out, v)
+		}
+		c.mu.Unlock()
+	}
+	return out
+}
+
 // Works returns the names of the works a simulated cluster holds.
 func (f *Fleet) Works(clusterName string) []string {
 	c := f.cluster(clusterName)

@@ -276,6 +276,24 @@ func runScenario(t *testing.T, h hubSide, f *Fleet, ev *events, clusters []strin
 	if app, ok := f.Application(all[1].cluster, all[1].work); !ok || app.Namespace != "team-b" || app.Sync != SyncSynced {
 		t.Errorf("simulated application = %+v", app)
 	}
+	views := map[string]ApplicationView{}
+	for _, v := range f.Applications() {
+		views[v.Cluster+"/"+v.Work] = v
+	}
+	for _, d := range all {
+		v, ok := views[d.cluster+"/"+d.work]
+		wantSync := SyncSynced
+		if d.invalid {
+			wantSync = SyncUnknown
+		}
+		if !ok || v.HubName != d.hub || v.HubNamespace != "argocd" || v.Name != d.hub || v.Sync != wantSync || v.Health != HealthHealthy ||
+			(!d.invalid && (v.Revision == "" || v.OperationPhase != PhaseSucceeded)) {
+			t.Errorf("Applications() lists %s/%s as %+v", d.cluster, d.work, v)
+		}
+	}
+	if len(views) != len(all) {
+		t.Errorf("Applications() lists %d, want %d", len(views), len(all))
+	}
 
 	// An operation from the hub runs on the cluster, with its initiator, and lands in the history.
 	target := all[0]

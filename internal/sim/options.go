@@ -15,6 +15,7 @@ import (
 	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
 
 	"github.com/argocd-pull/argocd-pull/internal/reconnect"
+	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -163,6 +164,9 @@ func (o *Options) Config() (Config, error) {
 			if cfg.ClusterTokens, err = readAgentTokens(o.AgentTokenFile); err != nil {
 				return cfg, err
 			}
+			if err := tokenTLS(g, o.GRPCConfig); err != nil {
+				return cfg, err
+			}
 		}
 	case workclient.TransportKube:
 		hub, err := clientcmd.BuildConfigFromFlags("", o.HubKubeconfig)
@@ -189,7 +193,7 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	if o.MetricsAddress != "" && o.MetricsAddress != "0" {
-		addr, stop, err := serveMetrics(ctx, o.MetricsAddress, f.Registry())
+		addr, stop, err := serveMetrics(ctx, o.MetricsAddress, f)
 		if err != nil {
 			return err
 		}
@@ -215,6 +219,27 @@ func (o *Options) Run(ctx context.Context) error {
 				"syncedHealthy", s.SyncedHealthy, "statusUpdates", s.StatusUpdates, "deletions", s.Deletions, "errors", s.Errors)
 		}
 	}
+}
+
+// tokenTLS sets up TLS with the gRPC config's CA when the config itself has no token or client certificate:
+// sdk-go turns TLS on only for those, and the agent tokens, sent per cluster, are only sent over TLS.
+func tokenTLS(g *grpcoptions.GRPCOptions, configFile string) error {
+	if g.Dialer.TLSConfig != nil {
+		return nil
+	}
+	c, err := grpcoptions.LoadConfig(configFile)
+	if err != nil {
+		return fmt.Errorf("read grpc config %s: %w", configFile, err)
+	}
+	if len(c.CAData) == 0 {
+		return fmt.Errorf("--agent-token-file needs caFile in %s: bearer tokens are only sent over TLS", configFile)
+	}
+	tlsConfig, err := restapi.TLS{CAData: c.CAData}.Config()
+	if err != nil {
+		return fmt.Errorf("grpc config %s: %w", configFile, err)
+	}
+	g.Dialer.TLSConfig = tlsConfig
+	return nil
 }
 
 // readAgentTokens reads the agent tokens of a server token file (token,kind[,name] lines, # comments): the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
@@ -49,6 +50,40 @@ func TestOptionsValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want an error with %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestConfigAgentTokensOverTLS: with --agent-token-file and a gRPC config that has only the server's CA (no
+// token or certificate of its own, for which alone sdk-go turns TLS on), each cluster's token goes over TLS
+// with that CA; without a CA the options are refused, as a token is only sent over TLS.
+func TestConfigAgentTokensOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := loopback.NewCA(filepath.Join(dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("admin-token,admin\nt1,agent,cluster1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config := func(content string) *Options {
+		path := filepath.Join(dir, "grpc.yaml")
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		o := NewOptions()
+		o.GRPCConfig, o.AgentTokenFile = path, tokens
+		return o
+	}
+	cfg, err := config("url: 127.0.0.1:1\ncaFile: " + ca.CertFile + "\n").Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tlsConfig := cfg.GRPC.Dialer.TLSConfig; tlsConfig == nil || tlsConfig.RootCAs == nil || cfg.ClusterTokens["cluster1"] != "t1" {
+		t.Fatalf("TLS %+v, tokens %v: want TLS with the CA and cluster1's token", tlsConfig, cfg.ClusterTokens)
+	}
+	if _, err := config("url: 127.0.0.1:1\n").Config(); err == nil || !strings.Contains(err.Error(), "needs caFile") {
+		t.Fatalf("a token file without a CA: %v", err)
 	}
 }
 

@@ -18,7 +18,7 @@ func TestSmallBenchmark(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	closeLog, err := logToFile(filepath.Join(dir, "bench.log"))
+	closeLog, err := loopback.LogToFile(filepath.Join(dir, "bench.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestSmallBenchmark(t *testing.T) {
 	if _, err := json.Marshal(results); err != nil {
 		t.Fatalf("results do not encode: %v", err)
 	}
-	table := markdown(results, "test", machine())
+	table := markdown(results, "test", loopback.Machine())
 	for _, want := range []string{"20 × 10, grpc", "20 × 10, kube", "ratio to the floor", "controller: peak RSS"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)

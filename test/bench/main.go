@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -115,7 +114,7 @@ func (o *options) run(ctx context.Context) error {
 	if err := os.MkdirAll(o.out, 0o750); err != nil {
 		return err
 	}
-	closeLog, err := logToFile(filepath.Join(o.workDir, "bench.log"))
+	closeLog, err := loopback.LogToFile(filepath.Join(o.workDir, "bench.log"))
 	if err != nil {
 		return err
 	}
@@ -183,7 +182,7 @@ func (o *options) write(s scale, results []*Result, all *[]*Result, tables *[]st
 		return err
 	}
 	*all = append(*all, results...)
-	*tables = append(*tables, markdown(results, "make bench", machine()))
+	*tables = append(*tables, markdown(results, "make bench", loopback.Machine()))
 	return writeResults(o.out, *all, *tables)
 }
 
@@ -197,28 +196,6 @@ func writeResults(dir string, all []*Result, tables []string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "results.json"), data, 0o600)
-}
-
-// machine describes this machine: CPUs, memory, kernel.
-func machine() string {
-	model := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	mem := ""
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		f := strings.Fields(string(b))
-		if len(f) > 1 {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			mem = fmt.Sprintf(", %.0f GiB", kb/(1<<20))
-		}
-	}
-	return fmt.Sprintf("%d × %s%s, %s/%s, %s", runtime.NumCPU(), model, mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
 
 // servePprof serves this process's Go profiles (the simulated fleet and the tracker run here) on a loopback

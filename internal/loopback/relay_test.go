@@ -1,0 +1,82 @@
+package loopback
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// echoServer echoes every line it receives until the test ends.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer func() { _ = c.Close() }()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// roundTrip sends a line over c and reads it back.
+func roundTrip(c net.Conn, line string) error {
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(line + "\n")); err != nil {
+		return err
+	}
+	got, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if got != line+"\n" {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+
+func TestRelayCutAndRestore(t *testing.T) {
+	r, err := StartRelay(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", r.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	before := dial()
+	if err := roundTrip(before, "hello"); err != nil {
+		t.Fatalf("through the relay: %v", err)
+	}
+
+	r.Cut()
+	if err := roundTrip(before, "still there?"); err == nil {
+		t.Fatal("a connection survived the cut")
+	}
+	if err := roundTrip(dial(), "new"); err == nil {
+		t.Fatal("a new connection went through a cut link")
+	}
+
+	r.Restore()
+	if err := roundTrip(dial(), "back"); err != nil {
+		t.Fatalf("after the restore: %v", err)
+	}
+}
