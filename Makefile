@@ -120,6 +120,12 @@ test: setup build ## Run every test (unit, apiserver, PostgreSQL, end to end, ch
 	go test $(GO_TEST_FLAGS) $(PKGS)
 	cd hack/image && go test $(GO_TEST_FLAGS) ./...
 
+CHAOS_FLAGS ?=
+
+.PHONY: chaos
+chaos: setup ## Run the fault matrix on real processes (about an hour); writes its table into docs/reliability.md
+	go run ./test/chaos -doc docs/reliability.md $(CHAOS_FLAGS)
+
 DEMO_DIR ?= $(CURDIR)/.demo
 DEMO_FLAGS ?=
 

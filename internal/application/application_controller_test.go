@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -681,59 +680,6 @@ func TestTenancyGateOff(t *testing.T) {
 	startController(t, func(o *hubmanager.Options) { o.Application.TenancyGate = false })
 	createApp(t, c, newApp(ns, "ungated", cluster))
 	testutil.Eventually(t, "work delivered", func() error { _, err := getWork(c, cluster, ns, "ungated"); return err })
-}
-
-// TestBadInput: each bad Application gets a clear condition and a Warning event, and a good Application next
-// to them is delivered as usual.
-func TestBadInput(t *testing.T) {
-	c := hubClient(t)
-	ns, cluster := setup(t, c)
-	startController(t)
-
-	noAnnotation := newApp(ns, "no-annotation", cluster)
-	noAnnotation.SetAnnotations(map[string]string{argocd.AnnotationSkipReconcile: "true"})
-	emptyAnnotation := newApp(ns, "empty-annotation", "  ")
-	unknownCluster := newApp(ns, "unknown-cluster", "no-such-cluster")
-	badNamespace := newApp(ns, "bad-namespace", cluster)
-	a := badNamespace.GetAnnotations()
-	a[argocd.AnnotationAppNamespace] = "Bad_Namespace"
-	badNamespace.SetAnnotations(a)
-	tooLarge := newApp(ns, "too-large", cluster)
-	_ = unstructured.SetNestedField(tooLarge.Object, strings.Repeat("x", application.MaxWorkBytes), "spec", "source", "helm", "values")
-	good := newApp(ns, "good", cluster)
-
-	for _, app := range []*unstructured.Unstructured{noAnnotation, emptyAnnotation, unknownCluster, badNamespace, tooLarge, good} {
-		createApp(t, c, app)
-	}
-	tests := []struct{ name, typ, msg string }{
-		{"no-annotation", argocd.ConditionInvalidSpec, "annotation " + argocd.AnnotationManagedCluster + " is missing or empty"},
-		{"empty-annotation", argocd.ConditionInvalidSpec, "is missing or empty"},
-		{"bad-namespace", argocd.ConditionInvalidSpec, "is not a valid namespace name"},
-		{"too-large", argocd.ConditionInvalidSpec, "too large to deliver"},
-	}
-	for _, tt := range tests {
-		expectCondition(t, c, ns, tt.name, tt.typ, tt.msg)
-		testutil.Eventually(t, "warning event for "+tt.name, func() error {
-			for _, r := range warningEvents(t, c, ns, tt.name) {
-				if r == tt.typ {
-					return nil
-				}
-			}
-			return errors.New("no warning event")
-		})
-	}
-	// With the gate on, a cluster nobody placed is refused before the transport is asked (TestUnknownCluster
-	// covers the transport's answer).
-	expectCondition(t, c, ns, "unknown-cluster", argocd.ConditionClusterNotPermitted, "no-such-cluster")
-
-	testutil.Eventually(t, "good application delivered", func() error { _, err := getWork(c, cluster, ns, "good"); return err })
-	works := &workv1.ManifestWorkList{}
-	if err := c.List(context.Background(), works, client.InNamespace(cluster)); err != nil {
-		t.Fatal(err)
-	}
-	if len(works.Items) != 1 {
-		t.Errorf("works in %s = %d, want only the good one", cluster, len(works.Items))
-	}
 }
 
 // TestUnknownCluster: a cluster without a namespace on the hub is reported, and delivery follows once the

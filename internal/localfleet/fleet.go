@@ -61,6 +61,8 @@ type Options struct {
 	// NetworkFaults routes every connection to argocd-pull server and to PostgreSQL through a relay of the
 	// fleet's, which Kill and Restart of the network components (ComponentNetworkAgents…) cut and restore.
 	NetworkFaults bool
+	// ServerArgs are extra flags of argocd-pull server.
+	ServerArgs []string
 	// ControllerArgs are extra flags of the hub controller.
 	ControllerArgs []string
 	// HubAPIServerArgs are extra flags of the hub's kube-apiserver.
@@ -283,7 +285,7 @@ func (f *System) startServer(ctx context.Context) error {
 				"--hub-kubeconfig", f.Env.Hub.Kubeconfig, "--console-tls-secret", ArgoCDNamespace+"/"+gitopscluster.ConsoleTLSSecret,
 				"--console-argocd-namespace", ArgoCDNamespace)
 		}
-		f.servers = append(f.servers, &serverInstance{name: serverName(i), Endpoints: e, args: args})
+		f.servers = append(f.servers, &serverInstance{name: serverName(i), Endpoints: e, args: append(args, f.ServerArgs...)})
 		if err := f.runServer(f.servers[i]); err != nil {
 			return err
 		}

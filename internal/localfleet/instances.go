@@ -123,6 +123,12 @@ func (f *System) SimulatorAddresses() []string {
 	return out
 }
 
+// ClientCertificate issues a client certificate of the fleet's CA for an identity of the server
+// (agent:<cluster>, source:<id>, admin) and returns its files (Maestro mode).
+func (f *System) ClientCertificate(identity string) (certFile, keyFile string, err error) {
+	return f.ca.Issue(identity, false)
+}
+
 // agentURL is the server address the i-th agent (or sim process) connects to: the agents are spread over
 // the instances in turn; with NetworkFaults, through the instance's agent relay.
 func (f *System) agentURL(i int) string {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -92,12 +93,15 @@ func tokenIdentity(fields []string) (Identity, error) {
 	switch kind := fields[1]; kind {
 	case KindAdmin:
 		if len(fields) != 2 {
-			return Identity{}, fmt.Errorf("an admin token takes no name")
+			return Identity{}, errors.New("an admin token takes no name: token,admin")
 		}
 		return Identity{Kind: KindAdmin}, nil
 	case KindAgent, KindSource:
 		if len(fields) != 3 || fields[2] == "" {
-			return Identity{}, fmt.Errorf("a %s token needs a name", kind)
+			return Identity{}, fmt.Errorf("%s", map[string]string{
+				KindAgent:  "an agent token needs the name of its cluster: token,agent,<cluster>",
+				KindSource: "a source token needs its source ID: token,source,<id>",
+			}[kind])
 		}
 		return Identity{Kind: kind, Name: fields[2]}, nil
 	default:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -156,6 +157,12 @@ func (s *Server) createConsumer(w http.ResponseWriter, r *http.Request, id Ident
 	if !id.isAdmin() {
 		forbid(w, r, id, "create consumers")
 		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			writeError(w, r, http.StatusUnsupportedMediaType, errCodeMalformed, fmt.Sprintf("the body must be application/json, not %q", ct))
+			return
+		}
 	}
 	var in restapi.Consumer
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&in); err != nil {

@@ -36,66 +36,6 @@ func plainClient(t *testing.T, addr string) pbv1.CloudEventServiceClient {
 	return pbv1.NewCloudEventServiceClient(conn)
 }
 
-func TestMalformedAndOversizedEvents(t *testing.T) {
-	o := testOptions(testDB(t), "one")
-	o.MaxEventBytes = 64 << 10
-	o.MaxResyncBytes = 1 << 20
-	s := startServer(t, o)
-	createConsumer(t, s, "cluster1")
-	src, agt := plainClient(t, s.SourceAddr()), plainClient(t, s.AgentAddr())
-	rawPublish := func(c pbv1.CloudEventServiceClient, pb *pbv1.CloudEvent) error {
-		_, err := c.Publish(context.Background(), &pbv1.PublishRequest{Event: pb})
-		return err
-	}
-	modified := func(mutate func(e *cloudevents.Event)) *cloudevents.Event {
-		e := specEvt("hub", "cluster1", "r1", 1, types.CreateRequestAction)
-		mutate(e)
-		return e
-	}
-	big := strings.Repeat("x", 100<<10)
-	cases := []struct {
-		name string
-		err  error
-		want codes.Code
-	}{
-		{"no event", rawPublish(src, nil), codes.InvalidArgument},
-		{"unparsable type", rawPublish(src, &pbv1.CloudEvent{Id: "1", Source: "hub", SpecVersion: "1.0", Type: "nonsense"}), codes.InvalidArgument},
-		{"other data type", publish(t, src, modified(func(e *cloudevents.Event) {
-			e.SetType("io.example.things.v1.widgets.spec.create_request")
-		})), codes.InvalidArgument},
-		{"no resource id", publish(t, src, modified(func(e *cloudevents.Event) { e.SetExtension(types.ExtensionResourceID, nil) })), codes.InvalidArgument},
-		{"no cluster name", publish(t, src, modified(func(e *cloudevents.Event) { e.SetExtension(types.ExtensionClusterName, "") })), codes.InvalidArgument},
-		{"bad version", publish(t, src, modified(func(e *cloudevents.Event) { e.SetExtension(types.ExtensionResourceVersion, "many") })), codes.InvalidArgument},
-		{"bad metadata", publish(t, src, modified(func(e *cloudevents.Event) { e.SetExtension(types.ExtensionWorkMeta, "{") })), codes.InvalidArgument},
-		{"data not a bundle", publish(t, src, modified(func(e *cloudevents.Event) { _ = e.SetData(cloudevents.ApplicationJSON, []byte(`[1,2]`)) })), codes.InvalidArgument},
-		{"manifest without name", publish(t, src, modified(func(e *cloudevents.Event) {
-			_ = e.SetData(cloudevents.ApplicationJSON, []byte(`{"manifests":[{"apiVersion":"v1","kind":"ConfigMap"}]}`))
-		})), codes.InvalidArgument},
-		{"unknown action", publish(t, src, modified(func(e *cloudevents.Event) {
-			e.SetType(types.CloudEventsType{CloudEventsDataType: dataType, SubResource: types.SubResourceSpec, Action: "explode"}.String())
-		})), codes.InvalidArgument},
-		{"status on the source endpoint", publish(t, src, statusEvt("cluster1", "r1", 1, "5")), codes.InvalidArgument},
-		{"spec on the agent endpoint", publish(t, agt, specEvt("hub", "cluster1", "r1", 1, types.CreateRequestAction)), codes.InvalidArgument},
-		{"status without sequence id", publish(t, agt, func() *cloudevents.Event {
-			e := statusEvt("cluster1", "r1", 1, "5")
-			e.SetExtension(types.ExtensionStatusUpdateSequenceID, nil)
-			return e
-		}()), codes.InvalidArgument},
-		{"status of an unknown resource", publish(t, agt, statusEvt("cluster1", "nope", 1, "5")), codes.NotFound},
-		{"event over the limit", publish(t, src, modified(func(e *cloudevents.Event) { e.SetExtension("padding", big) })), codes.ResourceExhausted},
-		{"message over the transport limit", publish(t, src, modified(func(e *cloudevents.Event) {
-			e.SetExtension("padding", strings.Repeat("x", 2<<20))
-		})), codes.ResourceExhausted},
-		{"a valid event still works", publish(t, src, specEvt("hub", "cluster1", "r1", 1, types.CreateRequestAction)), codes.OK},
-	}
-	for _, c := range cases {
-		wantCode(t, c.name, c.err, c.want)
-	}
-	if got := scrape(t, s, `argocd_pull_server_events_rejected_total{code="InvalidArgument",endpoint="source"}`); got == "" {
-		t.Error("rejections are not counted")
-	}
-}
-
 // scrape returns the line of /metrics that starts with the series, or "".
 func scrape(t *testing.T, s *Server, series string) string {
 	t.Helper()

@@ -68,6 +68,9 @@ func (o *options) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := os.MkdirAll(o.workDir, 0o750); err != nil {
+		return err
+	}
 	closeLog, err := loopback.LogToFile(filepath.Join(o.workDir, "chaos.log"))
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -92,8 +91,8 @@ func (r *runner) run(ctx context.Context, index int, c Case) []*Result {
 	return []*Result{rollout, r.phase(ctx, c, ro, PhaseDelete)}
 }
 
-// phase runs one phase: it starts the rollout or the deletion, injects the fault once a third of the work is
-// done, waits until the fleet converges, lets it settle and counts what is lost, orphaned or stale.
+// phase runs one phase: it starts the rollout or the deletion, injects the fault once a third of the
+// Applications are Synced and Healthy on the hub (or gone from it), waits until the fleet converges, lets it settle and counts what is lost, orphaned or stale.
 func (r *runner) phase(ctx context.Context, c Case, ro *rollout, phase string) *Result {
 	res := &Result{Case: c.Name, Phase: phase, Applications: len(ro.apps), Backlog: -1}
 	fail := func(format string, args ...any) *Result {
@@ -102,11 +101,10 @@ func (r *runner) phase(ctx context.Context, c Case, ro *rollout, phase string) *
 		return res
 	}
 	start := time.Now()
-	var done atomic.Int64
 	var work errgroup.Group
 	var err error
 	if phase == PhaseRollout {
-		err = r.startRollout(ctx, ro, &work, &done)
+		err = r.startRollout(ctx, ro, &work)
 	} else {
 		err = r.f.deleteSets(ctx, ro)
 	}
@@ -115,8 +113,8 @@ func (r *runner) phase(ctx context.Context, c Case, ro *rollout, phase string) *
 	}
 	back := start
 	if len(c.Down) > 0 {
-		third := int64(len(ro.apps) / 3)
-		if err := waitUntil(ctx, r.timing.Timeout, func() bool { return r.progress(ctx, ro, phase, &done) >= third }); err != nil {
+		third := len(ro.apps) / 3
+		if err := waitUntil(ctx, r.timing.Timeout, func() bool { return r.progress(ro, phase) >= third }); err != nil {
 			return fail("could not start the fault: a third of the %s did not happen: %v", phase, err)
 		}
 		down := time.Now()
@@ -167,7 +165,7 @@ func (r *runner) phase(ctx context.Context, c Case, ro *rollout, phase string) *
 }
 
 // startRollout creates the ApplicationSets, then their Applications in the background, 16 at a time.
-func (r *runner) startRollout(ctx context.Context, ro *rollout, work *errgroup.Group, done *atomic.Int64) error {
+func (r *runner) startRollout(ctx context.Context, ro *rollout, work *errgroup.Group) error {
 	if err := r.f.createSets(ctx, ro); err != nil {
 		return err
 	}
@@ -179,7 +177,6 @@ func (r *runner) startRollout(ctx context.Context, ro *rollout, work *errgroup.G
 				if err := r.f.hub.Create(ctx, app.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
 					return fmt.Errorf("create application %s: %w", app.GetName(), err)
 				}
-				done.Add(1)
 				return nil
 			})
 		}
@@ -188,20 +185,18 @@ func (r *runner) startRollout(ctx context.Context, ro *rollout, work *errgroup.G
 	return nil
 }
 
-// progress is how much of a phase is done: Applications created, or hub Applications gone.
-func (r *runner) progress(_ context.Context, ro *rollout, phase string, created *atomic.Int64) int64 {
-	if phase == PhaseRollout {
-		return created.Load()
-	}
+// progress is how much of a phase is done: hub Applications Synced and Healthy, or gone.
+func (r *runner) progress(ro *rollout, phase string) int {
 	r.obs.mu.Lock()
 	defer r.obs.mu.Unlock()
-	left := 0
+	n := 0
 	for _, app := range ro.apps {
-		if _, ok := r.obs.hub[app.GetName()]; ok {
-			left++
+		h, ok := r.obs.hub[app.GetName()]
+		if (phase == PhaseRollout && ok && h.settled()) || (phase == PhaseDelete && !ok) {
+			n++
 		}
 	}
-	return int64(len(ro.apps) - left)
+	return n
 }
 
 // inject takes the case's components down, waits, and brings them back in the case's order.
