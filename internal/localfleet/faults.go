@@ -90,6 +90,19 @@ func (f *System) Shutdown(component string) error {
 	return nil
 }
 
+// Partition drops the traffic of a network link silently (NetworkFaults): the connections it carries now are
+// lost for good and neither end is told, new ones get no answer, until Restart restores the link.
+func (f *System) Partition(component string) error {
+	rs, ok := f.relays[component]
+	if !ok {
+		return fmt.Errorf("no network link %q in this fleet", component)
+	}
+	for _, r := range rs {
+		r.Partition()
+	}
+	return nil
+}
+
 // Restart starts a component again with its configuration: the same addresses, credentials and data; a
 // network link is restored. It does not wait for the component to be ready, since that may depend on another
 // that is still down; WaitReady does.

@@ -2,25 +2,37 @@ package loopback
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Relay forwards the TCP connections it accepts on a loopback port to a target address, byte for byte, and
-// can cut that link as a network fault would: Cut resets every connection it carries and refuses new ones
-// (each is accepted and reset at once) until Restore. Clients that connect through it see their connections
-// drop and their reconnects fail, while both ends keep running.
+// can break that link as a network fault would:
+//   - Cut resets every connection it carries and refuses new ones (each is accepted and reset at once) until
+//     Restore: both ends see their connections drop and their reconnects fail.
+//   - Partition drops every byte silently, both ways, and holds new connections without answering, until
+//     Restore; the connections it carried are lost for good, as when a NAT or a load balancer forgets a flow:
+//     nothing arrives on them ever again and neither end is told. An end finds out only by its own means
+//     (keepalives, timeouts); connections made after the Restore work.
 type Relay struct {
 	// Addr is where clients connect instead of the target.
 	Addr   string
 	target string
 	l      net.Listener
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu          sync.Mutex
+	cut         bool
+	partitioned bool
+	links       map[*link]struct{}
+	wg          sync.WaitGroup
+}
+
+// link is one relayed connection: the client's and the one to the target (nil while partitioned).
+type link struct {
+	client, server net.Conn
+	// lost: its bytes are dropped, for good.
+	lost atomic.Bool
 }
 
 // StartRelay relays a new loopback port to target.
@@ -29,7 +41,7 @@ func StartRelay(target string) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for a relay to %s: %w", target, err)
 	}
-	r := &Relay{Addr: l.Addr().String(), target: target, l: l, conns: map[net.Conn]struct{}{}}
+	r := &Relay{Addr: l.Addr().String(), target: target, l: l, links: map[*link]struct{}{}}
 	r.wg.Add(1)
 	go r.accept()
 	return r, nil
@@ -42,76 +54,128 @@ func (r *Relay) accept() {
 		if err != nil {
 			return
 		}
-		if !r.track(c) {
-			reset(c)
-			continue
-		}
 		r.wg.Add(1)
-		go r.forward(c)
+		go r.serve(c)
 	}
 }
 
-// track adds a connection to those the relay carries; false while the link is cut.
-func (r *Relay) track(c net.Conn) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cut {
-		return false
-	}
-	r.conns[c] = struct{}{}
-	return true
-}
-
-func (r *Relay) untrack(cs ...net.Conn) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, c := range cs {
-		delete(r.conns, c)
-	}
-}
-
-// forward copies both ways between a client and a new connection to the target, until either side ends.
-func (r *Relay) forward(client net.Conn) {
+// serve relays one client connection until either end closes it or the relay resets it.
+func (r *Relay) serve(client net.Conn) {
 	defer r.wg.Done()
-	server, err := net.Dial("tcp", r.target)
-	if err != nil || !r.track(server) {
-		if server != nil {
-			reset(server)
-		}
-		r.untrack(client)
+	l := &link{client: client}
+	r.mu.Lock()
+	cut, partitioned := r.cut, r.partitioned
+	if !cut {
+		r.links[l] = struct{}{}
+	}
+	r.mu.Unlock()
+	switch {
+	case cut:
 		reset(client)
 		return
+	case partitioned:
+		l.lost.Store(true)
+		r.drain(l, client)
+		return
 	}
-	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		done <- struct{}{}
+	server, err := net.Dial("tcp", r.target)
+	if err != nil {
+		r.close(l)
+		return
 	}
-	go pipe(server, client)
-	go pipe(client, server)
+	r.mu.Lock()
+	l.server = server
+	_, tracked := r.links[l]
+	r.mu.Unlock()
+	if !tracked { // cut meanwhile
+		reset(server)
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.pipe(l, server, client)
+	}()
+	r.pipe(l, client, server)
 	<-done
-	_ = client.Close()
-	_ = server.Close()
-	<-done
-	r.untrack(client, server)
 }
 
-// Cut resets every connection the relay carries and refuses new ones until Restore.
+// pipe copies src to dst until src ends. On a lost link it drops what it reads; the end of the target's side
+// then reaches nobody (the client is not told), while the client's end closes everything.
+func (r *Relay) pipe(l *link, src, dst net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !l.lost.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				err = werr
+			}
+		}
+		if err == nil {
+			continue
+		}
+		if l.lost.Load() && src != l.client {
+			_ = src.Close()
+			return
+		}
+		r.close(l)
+		return
+	}
+}
+
+// drain reads and drops what the client of a lost link sends, until it closes.
+func (r *Relay) drain(l *link, client net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		if _, err := client.Read(buf); err != nil {
+			r.close(l)
+			return
+		}
+	}
+}
+
+// close closes both ends of a link and forgets it.
+func (r *Relay) close(l *link) {
+	r.mu.Lock()
+	delete(r.links, l)
+	server := l.server
+	r.mu.Unlock()
+	_ = l.client.Close()
+	if server != nil {
+		_ = server.Close()
+	}
+}
+
+// Cut resets every connection the relay carries, lost ones included, and refuses new ones until Restore.
 func (r *Relay) Cut() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cut = true
-	for c := range r.conns {
-		reset(c)
-		delete(r.conns, c)
+	for l := range r.links {
+		reset(l.client)
+		if l.server != nil {
+			reset(l.server)
+		}
+		delete(r.links, l)
 	}
 }
 
-// Restore lets connections through again.
+// Partition drops every byte silently and holds new connections until Restore; the connections carried now
+// are lost for good.
+func (r *Relay) Partition() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.partitioned = true
+	for l := range r.links {
+		l.lost.Store(true)
+	}
+}
+
+// Restore lets new connections through again.
 func (r *Relay) Restore() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.cut = false
+	r.cut, r.partitioned = false, false
 }
 
 // Close stops the relay and closes its connections.

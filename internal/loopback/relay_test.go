@@ -2,6 +2,7 @@ package loopback
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"testing"
@@ -71,12 +72,59 @@ func TestRelayCutAndRestore(t *testing.T) {
 	if err := roundTrip(before, "still there?"); err == nil {
 		t.Fatal("a connection survived the cut")
 	}
-	if err := roundTrip(dial(), "new"); err == nil {
-		t.Fatal("a new connection went through a cut link")
+	if c, err := net.Dial("tcp", r.Addr); err == nil {
+		defer func() { _ = c.Close() }()
+		if err := roundTrip(c, "new"); err == nil {
+			t.Fatal("a new connection went through a cut link")
+		}
 	}
 
 	r.Restore()
 	if err := roundTrip(dial(), "back"); err != nil {
 		t.Fatalf("after the restore: %v", err)
 	}
+}
+
+func TestRelayPartition(t *testing.T) {
+	r, err := StartRelay(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", r.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	silent := func(c net.Conn, what string) {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := c.Write([]byte("ping\n")); err != nil {
+			t.Fatalf("%s: the write failed (%v): a partition tells nobody", what, err)
+		}
+		if n, err := c.Read(make([]byte, 16)); n > 0 || !isTimeout(err) {
+			t.Fatalf("%s: read %d bytes, %v; want silence", what, n, err)
+		}
+	}
+	before := dial()
+	if err := roundTrip(before, "hello"); err != nil {
+		t.Fatalf("through the relay: %v", err)
+	}
+	r.Partition()
+	silent(before, "a connection during the partition")
+	silent(dial(), "a new connection during the partition")
+	r.Restore()
+	silent(before, "a connection lost in the partition, after it")
+	if err := roundTrip(dial(), "back"); err != nil {
+		t.Fatalf("a new connection after the partition: %v", err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -17,7 +17,8 @@ var (
 var baseline = Case{Name: "none (baseline)"}
 
 // matrix is `make chaos`: every process kind killed, two killed and brought back in both orders, a
-// PostgreSQL restart and a network cut on every link, each during a rollout and during its mass delete.
+// PostgreSQL restart, and a network cut and a partition on every link, each during a rollout and during its
+// mass delete.
 func matrix() []Case {
 	return []Case{
 		baseline,
@@ -33,10 +34,13 @@ func matrix() []Case {
 		{Name: "server 1 and PostgreSQL; PostgreSQL back first", Down: []string{server1, postgres}, Up: []string{postgres, server1}},
 		{Name: "controller and simulator 2; controller back first", Down: []string{simulator2, controller}, Up: []string{controller, simulator2}},
 		{Name: "controller and simulator 2; simulator back first", Down: []string{controller, simulator2}, Up: []string{simulator2, controller}},
-		{Name: "PostgreSQL restart (fast shutdown)", Down: []string{postgres}, Up: []string{postgres}, Graceful: true},
+		{Name: "PostgreSQL restart (fast shutdown)", Down: []string{postgres}, Up: []string{postgres}, Fault: Stop},
 		kill("network cut: agents ↔ servers", localfleet.ComponentNetworkAgents),
 		kill("network cut: controller ↔ server", localfleet.ComponentNetworkController),
 		kill("network cut: servers ↔ PostgreSQL", localfleet.ComponentNetworkPostgres),
+		partition("network partition: agents ↔ servers", localfleet.ComponentNetworkAgents),
+		partition("network partition: controller ↔ server", localfleet.ComponentNetworkController),
+		partition("network partition: servers ↔ PostgreSQL", localfleet.ComponentNetworkPostgres),
 	}
 }
 
@@ -52,4 +56,9 @@ func subset() []Case {
 // kill is the case of one component killed (a network link cut) and brought back.
 func kill(name, component string) Case {
 	return Case{Name: name, Down: []string{component}, Up: []string{component}}
+}
+
+// partition is the case of a network link whose traffic is dropped silently, then restored.
+func partition(name, link string) Case {
+	return Case{Name: name, Down: []string{link}, Up: []string{link}, Fault: Partition}
 }

@@ -11,14 +11,26 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// Case is one fault of the matrix: the components it takes down, one second apart, and the order they come
-// back in, Timing.Gap apart. A component is a localfleet component: a process (killed with SIGKILL, or stopped
-// with Graceful) or a network link (cut: connections reset, new ones refused).
+// Case is one fault of the matrix: the components it takes down, one second apart, how, and the order they
+// come back in, Timing.Gap apart. A component is a localfleet component: a process or a network link.
 type Case struct {
 	Name     string
 	Down, Up []string
-	Graceful bool
+	Fault    Fault
 }
+
+// Fault is how a case takes its components down.
+type Fault string
+
+// Faults.
+const (
+	// Kill kills processes with SIGKILL and cuts network links (connections reset, new ones refused).
+	Kill Fault = ""
+	// Stop stops processes gracefully (SIGTERM; PostgreSQL's fast shutdown).
+	Stop Fault = "stop"
+	// Partition drops a link's traffic silently: its connections are lost for good, nobody is told.
+	Partition Fault = "partition"
+)
 
 // Phases of a case.
 const (
@@ -205,13 +217,8 @@ func (r *runner) inject(ctx context.Context, c Case) error {
 		if i > 0 {
 			time.Sleep(time.Second)
 		}
-		var err error
-		if c.Graceful {
-			err = r.f.Shutdown(component)
-		} else {
-			err = r.f.Kill(component)
-		}
-		if err != nil {
+		fault := map[Fault]func(string) error{Kill: r.f.Kill, Stop: r.f.Shutdown, Partition: r.f.Partition}[c.Fault]
+		if err := fault(component); err != nil {
 			return err
 		}
 	}
