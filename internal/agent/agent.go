@@ -200,7 +200,14 @@ func (o *Options) Run(ctx context.Context) error {
 	work.WorkloadSourceDriver = o.Driver
 	work.WorkloadSourceConfig = o.HubKubeconfig
 	if o.Driver == workclient.TransportGRPC {
-		work.WorkloadSourceConfig = o.GRPCConfig
+		dir, err := os.MkdirTemp("", "argocd-pull-agent-")
+		if err != nil {
+			return fmt.Errorf("create a directory for the grpc config: %w", err)
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		if work.WorkloadSourceConfig, err = workclient.KeepAliveConfigFile(o.GRPCConfig, dir); err != nil {
+			return err
+		}
 		work.CloudEventsClientID = o.ClientID
 		work.CloudEventsClientCodecs = []string{"manifestbundle"}
 	}

@@ -159,12 +159,17 @@ func (o *Options) Config() (Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("read grpc config %s: %w", o.GRPCConfig, err)
 		}
+		c, err := grpcoptions.LoadConfig(o.GRPCConfig)
+		if err != nil {
+			return cfg, fmt.Errorf("read grpc config %s: %w", o.GRPCConfig, err)
+		}
+		workclient.DefaultKeepAlive(g, c)
 		cfg.GRPC = g
 		if o.AgentTokenFile != "" {
 			if cfg.ClusterTokens, err = readAgentTokens(o.AgentTokenFile); err != nil {
 				return cfg, err
 			}
-			if err := tokenTLS(g, o.GRPCConfig); err != nil {
+			if err := tokenTLS(g, c, o.GRPCConfig); err != nil {
 				return cfg, err
 			}
 		}
@@ -223,13 +228,9 @@ func (o *Options) Run(ctx context.Context) error {
 
 // tokenTLS sets up TLS with the gRPC config's CA when the config itself has no token or client certificate:
 // sdk-go turns TLS on only for those, and the agent tokens, sent per cluster, are only sent over TLS.
-func tokenTLS(g *grpcoptions.GRPCOptions, configFile string) error {
+func tokenTLS(g *grpcoptions.GRPCOptions, c *grpcoptions.GRPCConfig, configFile string) error {
 	if g.Dialer.TLSConfig != nil {
 		return nil
-	}
-	c, err := grpcoptions.LoadConfig(configFile)
-	if err != nil {
-		return fmt.Errorf("read grpc config %s: %w", configFile, err)
 	}
 	if len(c.CAData) == 0 {
 		return fmt.Errorf("--agent-token-file needs caFile in %s: bearer tokens are only sent over TLS", configFile)

@@ -97,7 +97,7 @@ func NewGRPC(ctx context.Context, o GRPCOptions) (*GRPC, error) {
 	limit := utils.EventRateLimit{QPS: o.PublishQPS / float32(publishers), Burst: max(o.PublishBurst/publishers, 1)}
 	for i := 0; i <= publishers; i++ {
 		// sdk-go connects lazily and reconnects by itself: a server that is down is not an error here.
-		c, err := newSourceClient(ctx, o, g.store, limit)
+		c, err := newSourceClient(ctx, o, cfg, g.store, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -178,12 +178,14 @@ func (g *GRPC) WaitForSync(ctx context.Context) error {
 	return nil
 }
 
-// newSourceClient connects an unmodified sdk-go CloudEvents source client over a connection of its own.
-func newSourceClient(ctx context.Context, o GRPCOptions, s *workStore, limit utils.EventRateLimit) (generic.CloudEventsClient[*workv1.ManifestWork], error) {
+// newSourceClient connects an unmodified sdk-go CloudEvents source client over a connection of its own, with
+// the default keepalive unless the config sets one.
+func newSourceClient(ctx context.Context, o GRPCOptions, cfg *grpcoptions.GRPCConfig, s *workStore, limit utils.EventRateLimit) (generic.CloudEventsClient[*workv1.ManifestWork], error) {
 	grpcOpts, err := grpcoptions.BuildGRPCOptionsFromFlags(o.ConfigFile)
 	if err != nil {
 		return nil, fmt.Errorf("build grpc options from %s: %w", o.ConfigFile, err)
 	}
+	DefaultKeepAlive(grpcOpts, cfg)
 	sourceOpts := grpcv2.NewSourceOptions(grpcOpts, o.SourceID, payload.ManifestBundleEventDataType)
 	sourceOpts.EventRateLimit = limit
 	c, err := clients.NewCloudEventSourceClient[*workv1.ManifestWork](ctx, sourceOpts,

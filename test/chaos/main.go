@@ -84,7 +84,11 @@ func (o *options) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	results, err := runMatrix(ctx, filepath.Join(o.workDir, "fleet"), bin, o.scale, o.timing, cases, logf)
+	fleetDir := filepath.Join(o.workDir, "fleet")
+	if _, err := os.Stat(fleetDir); err == nil {
+		return fmt.Errorf("%s holds an earlier run's fleet: remove it or choose another -work-dir", fleetDir)
+	}
+	results, err := runMatrix(ctx, fleetDir, bin, o.scale, o.timing, cases, logf)
 	if err != nil {
 		logf("work directory kept: %s", o.workDir)
 		return err

@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"k8s.io/klog/v2"
 )
 
@@ -118,21 +120,28 @@ func (s *pgStore) Listen(ctx context.Context, onConnect func(ctx context.Context
 }
 
 // listenOnce holds one LISTEN connection until it fails; connected reports whether it got as far as
-// listening.
+// listening. A connection that a network fault left dead without a reset is never told: after feedIdle
+// without a notification it is pinged, and one that does not answer within pingTimeout is given up, as are
+// the pool's connections, which the same fault most likely broke.
 func (s *pgStore) listenOnce(ctx context.Context, onConnect func(ctx context.Context), onNotify func(ctx context.Context, n []Notification)) (connected bool, err error) {
-	conn, err := pgx.Connect(ctx, s.url)
+	connectCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(connectCtx, s.url)
 	if err != nil {
 		return false, fmt.Errorf("connect for notifications: %w", err)
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+	if _, err := conn.Exec(connectCtx, "LISTEN "+notifyChannel); err != nil {
 		return false, fmt.Errorf("listen for notifications: %w", err)
 	}
 	onConnect(ctx)
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		n, err := waitForNotification(ctx, conn)
 		if err != nil {
-			return true, fmt.Errorf("wait for notification: %w", err)
+			if errors.Is(err, errFeedSilent) {
+				s.pool.Reset()
+			}
+			return true, err
 		}
 		var env envelope
 		if err := json.Unmarshal([]byte(n.Payload), &env); err != nil {
@@ -141,6 +150,40 @@ func (s *pgStore) listenOnce(ctx context.Context, onConnect func(ctx context.Con
 		}
 		if env.Instance != s.instance {
 			onNotify(ctx, env.Items)
+		}
+	}
+}
+
+// How the notification feed checks its connection.
+const (
+	// feedIdle is how long the feed waits for a notification before it pings its connection.
+	feedIdle = 5 * time.Second
+	// pingTimeout bounds a ping, here and before a pooled connection idle for a while is used.
+	pingTimeout = 2 * time.Second
+	// connectTimeout bounds a connection attempt of the feed.
+	connectTimeout = 10 * time.Second
+)
+
+// errFeedSilent is the error of a feed connection that does not answer a ping.
+var errFeedSilent = errors.New("the notification feed's connection does not answer")
+
+// waitForNotification waits for the next notification, pinging the connection whenever none came for feedIdle.
+func waitForNotification(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, feedIdle)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			return n, nil
+		case ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded):
+			return nil, fmt.Errorf("wait for notification: %w", err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+		err = conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%w within %s: %v", errFeedSilent, pingTimeout, err)
 		}
 	}
 }

@@ -65,6 +65,7 @@ func New(ctx context.Context, cfg Config) (Store, error) {
 	if _, set := poolCfg.ConnConfig.RuntimeParams["synchronous_commit"]; !set {
 		poolCfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
 	}
+	poolCfg.ShouldPing = pingIdle
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, fmt.Errorf("create database pool: %w", err)
@@ -74,6 +75,19 @@ func New(ctx context.Context, cfg Config) (Store, error) {
 		observe = func(string, time.Duration, error) {}
 	}
 	return &pgStore{pool: pool, url: cfg.URL, instance: cfg.InstanceID, observe: observe}, nil
+}
+
+// pingIdle checks a pooled connection idle for more than a second before it is used, as pgxpool does by
+// default, but within pingTimeout: a connection that a network fault left dead would otherwise hold its
+// caller for as long as the caller's context lasts. A ping that fails closes the connection; the pool's own
+// ping that follows then fails at once and the pool drops it.
+func pingIdle(ctx context.Context, p pgxpool.ShouldPingParams) bool {
+	if p.IdleDuration <= time.Second {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	return p.Conn.Ping(pctx) != nil
 }
 
 func (s *pgStore) Close() { s.pool.Close() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"strings"
 	"sync"
@@ -313,6 +314,69 @@ func TestNotificationsReachOtherInstances(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no notification")
+	}
+}
+
+// TestFeedAndPoolAfterPartition: the network between an instance and the database drops its traffic for a
+// moment without resetting anything, so that its connections are dead and nobody tells it. The notification
+// feed notices by itself (a ping when it has been quiet), connects again — the server then has its clients
+// resync — and notifications flow; the pool's dead connections are not handed out again.
+func TestFeedAndPoolAfterPartition(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, url := newTestStore(t, "a")
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := loopback.StartRelay(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	u.Host = relay.Addr
+	b := openTestStore(t, u.String(), "b")
+	if err := a.EnsureConsumer(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Notification, 10)
+	connected := make(chan struct{}, 2)
+	go func() {
+		_ = b.Listen(ctx, func(context.Context) { connected <- struct{}{} }, func(_ context.Context, ns []Notification) {
+			for _, n := range ns {
+				got <- n
+			}
+		})
+	}()
+	<-connected
+	if err := b.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	relay.Partition()
+	time.Sleep(time.Second)
+	relay.Restore()
+	start := time.Now()
+	select {
+	case <-connected:
+		t.Logf("the feed connected again %s after the partition", time.Since(start).Round(100*time.Millisecond))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the feed did not notice its dead connection")
+	}
+	mustApplySpecs(t, a, spec("r1", "c1", 0, `{}`))
+	select {
+	case n := <-got:
+		if n.ID != "r1" {
+			t.Fatalf("notification %+v", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification after the partition")
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer pcancel()
+	time.Sleep(1100 * time.Millisecond) // the pooled connections have been idle for more than a second
+	if _, _, err := b.ListConsumers(pctx, 0, 10); err != nil {
+		t.Fatalf("a query after the partition: %v", err)
 	}
 }
 

@@ -1,0 +1,78 @@
+package workclient_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
+
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
+)
+
+// TestKeepAliveConfigFile: a gRPC config without keepalive gets a copy with the default one, which sdk-go
+// reads as such; a config that sets keepalive is used as it is.
+func TestKeepAliveConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	plain := write("plain.yaml", "url: 127.0.0.1:8091\ntokenFile: /var/run/token\n")
+	path, err := workclient.KeepAliveConfigFile(plain, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := grpcoptions.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := cfg.KeepAliveConfig; !k.Enable || k.Time == nil || *k.Time != workclient.KeepAliveTime || k.Timeout == nil ||
+		*k.Timeout != workclient.KeepAliveTimeout || cfg.URL != "127.0.0.1:8091" || cfg.TokenFile != "/var/run/token" {
+		t.Fatalf("the copy reads as %+v with keepalive %+v", cfg, cfg.KeepAliveConfig)
+	}
+	own := write("own.yaml", "url: 127.0.0.1:8091\nkeepAliveConfig:\n  enable: false\n")
+	if path, err := workclient.KeepAliveConfigFile(own, t.TempDir()); err != nil || path != own {
+		t.Fatalf("a config with its own keepalive: %s, %v", path, err)
+	}
+}
+
+// TestPartitionedConnection: the network between the transport and the server drops its traffic for a
+// moment without resetting anything (a silent partition, a NAT that forgot the flow), so that the transport's
+// connections are dead and nobody tells it. It notices by itself (keepalive), connects again and resyncs: a
+// work published after the partition is delivered, and its status reaches the transport.
+func TestPartitionedConnection(t *testing.T) {
+	ctx := context.Background()
+	s := startServer(t, "cluster1")
+	startAgent(t, s, "cluster1")
+	relay, err := loopback.StartRelay(s.SourceAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	g, _ := startTransportAt(t, relay.Addr, s.HTTPAddr())
+	testutil.EventuallyWithin(t, 30*time.Second, "the works listed", func() error { return g.Ready(ctx) })
+	if err := g.Apply(ctx, pullWork("cluster1", "before", "v1")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "applied before the partition", func() error { return appliedAt(g, "cluster1", "before", 1) })
+
+	relay.Partition()
+	time.Sleep(2 * time.Second)
+	relay.Restore()
+	start := time.Now()
+	testutil.EventuallyWithin(t, 90*time.Second, "a work published after the partition", func() error {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return g.Apply(pctx, pullWork("cluster1", "after", "v1"))
+	})
+	testutil.EventuallyWithin(t, 90*time.Second, "its status back at the transport", func() error { return appliedAt(g, "cluster1", "after", 1) })
+	t.Logf("delivered with its status %s after the partition ended", time.Since(start).Round(100*time.Millisecond))
+}
