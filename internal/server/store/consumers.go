@@ -26,7 +26,8 @@ func scanConsumer(row pgx.Row) (Consumer, error) {
 }
 
 func (s *pgStore) CreateConsumer(ctx context.Context, c Consumer) (created Consumer, err error) {
-	defer s.timed("create_consumer", &err)()
+	ctx, end := s.begin(ctx, "create_consumer", &err)
+	defer end()
 	if c.ID == "" {
 		c.ID = uuid.NewString()
 	}
@@ -51,7 +52,8 @@ func (s *pgStore) CreateConsumer(ctx context.Context, c Consumer) (created Consu
 }
 
 func (s *pgStore) EnsureConsumer(ctx context.Context, name string) (err error) {
-	defer s.timed("ensure_consumer", &err)()
+	ctx, end := s.begin(ctx, "ensure_consumer", &err)
+	defer end()
 	_, err = s.pool.Exec(ctx,
 		"INSERT INTO consumers (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", uuid.NewString(), name)
 	if err != nil {
@@ -61,7 +63,8 @@ func (s *pgStore) EnsureConsumer(ctx context.Context, name string) (err error) {
 }
 
 func (s *pgStore) GetConsumer(ctx context.Context, idOrName string) (c Consumer, err error) {
-	defer s.timed("get_consumer", &err)()
+	ctx, end := s.begin(ctx, "get_consumer", &err)
+	defer end()
 	row := s.pool.QueryRow(ctx, "SELECT "+consumerColumns+" FROM consumers WHERE id = $1 OR name = $1", idOrName)
 	c, err = scanConsumer(row)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -74,7 +77,8 @@ func (s *pgStore) GetConsumer(ctx context.Context, idOrName string) (c Consumer,
 }
 
 func (s *pgStore) ListConsumers(ctx context.Context, offset, limit int) (list []Consumer, total int, err error) {
-	defer s.timed("list_consumers", &err)()
+	ctx, end := s.begin(ctx, "list_consumers", &err)
+	defer end()
 	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM consumers").Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count consumers: %w", err)
 	}
@@ -91,7 +95,8 @@ func (s *pgStore) ListConsumers(ctx context.Context, offset, limit int) (list []
 }
 
 func (s *pgStore) DeleteConsumer(ctx context.Context, idOrName string) (err error) {
-	defer s.timed("delete_consumer", &err)()
+	ctx, end := s.begin(ctx, "delete_consumer", &err)
+	defer end()
 	tag, err := s.pool.Exec(ctx, "DELETE FROM consumers WHERE id = $1 OR name = $1", idOrName)
 	if pgCode(err) == codeForeignKeyViolation {
 		return fmt.Errorf("%w: consumer %s still has resources", ErrConflict, idOrName)

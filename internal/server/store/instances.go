@@ -9,7 +9,8 @@ import (
 )
 
 func (s *pgStore) RegisterInstance(ctx context.Context) (err error) {
-	defer s.timed("register_instance", &err)()
+	ctx, end := s.begin(ctx, "register_instance", &err)
+	defer end()
 	_, err = s.pool.Exec(ctx, `INSERT INTO server_instances (id) VALUES ($1)
 		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()`, s.instance)
 	if err != nil {
@@ -19,7 +20,8 @@ func (s *pgStore) RegisterInstance(ctx context.Context) (err error) {
 }
 
 func (s *pgStore) Heartbeat(ctx context.Context) (err error) {
-	defer s.timed("heartbeat", &err)()
+	ctx, end := s.begin(ctx, "heartbeat", &err)
+	defer end()
 	tag, err := s.pool.Exec(ctx, "UPDATE server_instances SET heartbeat_at = now() WHERE id = $1", s.instance)
 	if err != nil {
 		return fmt.Errorf("heartbeat server instance %s: %w", s.instance, err)
@@ -32,7 +34,8 @@ func (s *pgStore) Heartbeat(ctx context.Context) (err error) {
 }
 
 func (s *pgStore) RemoveInstance(ctx context.Context) (err error) {
-	defer s.timed("remove_instance", &err)()
+	ctx, end := s.begin(ctx, "remove_instance", &err)
+	defer end()
 	if _, err = s.pool.Exec(ctx, "DELETE FROM server_instances WHERE id = $1", s.instance); err != nil {
 		return fmt.Errorf("remove server instance %s: %w", s.instance, err)
 	}
@@ -40,7 +43,8 @@ func (s *pgStore) RemoveInstance(ctx context.Context) (err error) {
 }
 
 func (s *pgStore) IsLeader(ctx context.Context, timeout time.Duration) (leader bool, err error) {
-	defer s.timed("leader", &err)()
+	ctx, end := s.begin(ctx, "leader", &err)
+	defer end()
 	var id string
 	err = s.pool.QueryRow(ctx, `SELECT id FROM server_instances WHERE heartbeat_at > now() - ($1 * interval '1 millisecond')
 		ORDER BY started_at, id LIMIT 1`, timeout.Milliseconds()).Scan(&id)
@@ -54,7 +58,8 @@ func (s *pgStore) IsLeader(ctx context.Context, timeout time.Duration) (leader b
 }
 
 func (s *pgStore) ReapInstances(ctx context.Context, timeout time.Duration) (ids []string, err error) {
-	defer s.timed("reap_instances", &err)()
+	ctx, end := s.begin(ctx, "reap_instances", &err)
+	defer end()
 	rows, err := s.pool.Query(ctx, "DELETE FROM server_instances WHERE heartbeat_at < now() - ($1 * interval '1 millisecond') RETURNING id", timeout.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("reap server instances: %w", err)
@@ -67,7 +72,8 @@ func (s *pgStore) ReapInstances(ctx context.Context, timeout time.Duration) (ids
 }
 
 func (s *pgStore) LiveInstances(ctx context.Context, timeout time.Duration) (n int, err error) {
-	defer s.timed("live_instances", &err)()
+	ctx, end := s.begin(ctx, "live_instances", &err)
+	defer end()
 	err = s.pool.QueryRow(ctx, "SELECT count(*) FROM server_instances WHERE heartbeat_at > now() - ($1 * interval '1 millisecond')", timeout.Milliseconds()).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count server instances: %w", err)
@@ -76,7 +82,8 @@ func (s *pgStore) LiveInstances(ctx context.Context, timeout time.Duration) (n i
 }
 
 func (s *pgStore) RepublishUndelivered(ctx context.Context, olderThan time.Duration, limit int) (list []Republished, err error) {
-	defer s.timed("republish_undelivered", &err)()
+	ctx, end := s.begin(ctx, "republish_undelivered", &err)
+	defer end()
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `UPDATE resources SET published_at = now(), republish_count = republish_count + 1
 			WHERE id IN (SELECT id FROM resources
@@ -106,7 +113,8 @@ func (s *pgStore) RepublishUndelivered(ctx context.Context, olderThan time.Durat
 }
 
 func (s *pgStore) CountUndelivered(ctx context.Context, olderThan time.Duration) (n int, err error) {
-	defer s.timed("count_undelivered", &err)()
+	ctx, end := s.begin(ctx, "count_undelivered", &err)
+	defer end()
 	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM resources
 		WHERE (status_version IS NULL OR status_version <> version) AND updated_at < now() - ($1 * interval '1 millisecond')`,
 		olderThan.Milliseconds()).Scan(&n)
@@ -117,7 +125,8 @@ func (s *pgStore) CountUndelivered(ctx context.Context, olderThan time.Duration)
 }
 
 func (s *pgStore) StuckDeletes(ctx context.Context, olderThan time.Duration, limit int) (n int, list []StuckDelete, err error) {
-	defer s.timed("stuck_deletes", &err)()
+	ctx, end := s.begin(ctx, "stuck_deletes", &err)
+	defer end()
 	err = s.pool.QueryRow(ctx, "SELECT count(*) FROM resources WHERE deleted_at < now() - ($1 * interval '1 millisecond')", olderThan.Milliseconds()).Scan(&n)
 	if err != nil {
 		return 0, nil, fmt.Errorf("count stuck deletes: %w", err)

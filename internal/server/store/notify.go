@@ -122,7 +122,7 @@ func (s *pgStore) Listen(ctx context.Context, onConnect func(ctx context.Context
 // listenOnce holds one LISTEN connection until it fails; connected reports whether it got as far as
 // listening. A connection that a network fault left dead without a reset is never told: after feedIdle
 // without a notification it is pinged, and one that does not answer within pingTimeout is given up, as are
-// the pool's connections, which the same fault most likely broke.
+// the operations in flight and the pool's connections, which the same fault most likely broke.
 func (s *pgStore) listenOnce(ctx context.Context, onConnect func(ctx context.Context), onNotify func(ctx context.Context, n []Notification)) (connected bool, err error) {
 	connectCtx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
@@ -139,7 +139,7 @@ func (s *pgStore) listenOnce(ctx context.Context, onConnect func(ctx context.Con
 		n, err := waitForNotification(ctx, conn)
 		if err != nil {
 			if errors.Is(err, errFeedSilent) {
-				s.pool.Reset()
+				s.abortInFlight()
 			}
 			return true, err
 		}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,6 +46,11 @@ type pgStore struct {
 	url      string
 	instance string
 	observe  Observer
+
+	mu sync.Mutex
+	// abort ends with the operations begun before the last abortInFlight.
+	abort       context.Context
+	cancelAbort context.CancelFunc
 }
 
 var _ Store = (*pgStore)(nil)
@@ -74,7 +80,8 @@ func New(ctx context.Context, cfg Config) (Store, error) {
 	if observe == nil {
 		observe = func(string, time.Duration, error) {}
 	}
-	return &pgStore{pool: pool, url: cfg.URL, instance: cfg.InstanceID, observe: observe}, nil
+	abort, cancelAbort := context.WithCancel(context.Background())
+	return &pgStore{pool: pool, url: cfg.URL, instance: cfg.InstanceID, observe: observe, abort: abort, cancelAbort: cancelAbort}, nil
 }
 
 // pingIdle checks a pooled connection idle for more than a second before it is used, as pgxpool does by
@@ -90,10 +97,16 @@ func pingIdle(ctx context.Context, p pgxpool.ShouldPingParams) bool {
 	return p.Conn.Ping(pctx) != nil
 }
 
-func (s *pgStore) Close() { s.pool.Close() }
+func (s *pgStore) Close() {
+	s.pool.Close()
+	s.mu.Lock()
+	s.cancelAbort()
+	s.mu.Unlock()
+}
 
 func (s *pgStore) Ping(ctx context.Context) (err error) {
-	defer s.timed("ping", &err)()
+	ctx, end := s.begin(ctx, "ping", &err)
+	defer end()
 	if err = s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("ping database: %w", err)
 	}
@@ -118,9 +131,36 @@ func (s *pgStore) inTx(ctx context.Context, fn func(conn *pgx.Conn) error) error
 }
 
 // timed starts timing an operation; the returned function, deferred, reports it with the error *err holds.
-func (s *pgStore) timed(op string, err *error) func() {
+// maxOperation bounds every database operation: far more than any takes at 150,000 works, and a query on a
+// connection that a network fault left dead without a reset waits no longer than that.
+const maxOperation = 30 * time.Second
+
+// begin starts a database operation: its context ends after maxOperation, or at once when the database is found
+// unreachable (abortInFlight), so that queries on connections that the same fault broke fail instead of
+// waiting. end records the operation's duration and error.
+func (s *pgStore) begin(ctx context.Context, op string, err *error) (context.Context, func()) {
 	start := time.Now()
-	return func() { s.observe(op, time.Since(start), *err) }
+	ctx, cancel := context.WithTimeout(ctx, maxOperation)
+	s.mu.Lock()
+	abort := s.abort
+	s.mu.Unlock()
+	stop := context.AfterFunc(abort, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		s.observe(op, time.Since(start), *err)
+	}
+}
+
+// abortInFlight ends every operation in flight and drops the pool's connections: the database did not answer
+// on a connection that was working, so a network fault most likely broke them all. Operations begun from now
+// on connect afresh.
+func (s *pgStore) abortInFlight() {
+	s.mu.Lock()
+	s.cancelAbort()
+	s.abort, s.cancelAbort = context.WithCancel(context.Background())
+	s.mu.Unlock()
+	s.pool.Reset()
 }
 
 // Migrate applies the embedded migrations in name order, each in its own transaction, under an advisory

@@ -354,6 +354,17 @@ func TestFeedAndPoolAfterPartition(t *testing.T) {
 	}
 
 	relay.Partition()
+	// An operation in flight on a connection the partition broke fails as soon as the feed finds the database
+	// unreachable, not after maxOperation.
+	inFlight := make(chan time.Duration, 1)
+	go func() {
+		begun := time.Now()
+		_, _, err := b.ListConsumers(ctx, 0, 10)
+		if err == nil {
+			t.Error("an operation across the partition succeeded")
+		}
+		inFlight <- time.Since(begun)
+	}()
 	time.Sleep(time.Second)
 	relay.Restore()
 	start := time.Now()
@@ -362,6 +373,9 @@ func TestFeedAndPoolAfterPartition(t *testing.T) {
 		t.Logf("the feed connected again %s after the partition", time.Since(start).Round(100*time.Millisecond))
 	case <-time.After(30 * time.Second):
 		t.Fatal("the feed did not notice its dead connection")
+	}
+	if took := <-inFlight; took > maxOperation/2 {
+		t.Errorf("the operation in flight failed after %s", took)
 	}
 	mustApplySpecs(t, a, spec("r1", "c1", 0, `{}`))
 	select {

@@ -19,7 +19,8 @@ func scanSpecRow(row pgx.CollectableRow) (SpecRow, error) {
 }
 
 func (s *pgStore) ListSpecs(ctx context.Context, consumer string) (list []SpecRow, err error) {
-	defer s.timed("list_specs", &err)()
+	ctx, end := s.begin(ctx, "list_specs", &err)
+	defer end()
 	rows, err := s.pool.Query(ctx, "SELECT "+specRowColumns+" FROM resources WHERE consumer_name = $1 ORDER BY id", consumer)
 	if err != nil {
 		return nil, fmt.Errorf("list resources of consumer %s: %w", consumer, err)
@@ -32,7 +33,8 @@ func (s *pgStore) ListSpecs(ctx context.Context, consumer string) (list []SpecRo
 }
 
 func (s *pgStore) LoadSpecs(ctx context.Context, ids []string) (list []SpecRow, err error) {
-	defer s.timed("load_specs", &err)()
+	ctx, end := s.begin(ctx, "load_specs", &err)
+	defer end()
 	rows, err := s.pool.Query(ctx, "SELECT "+specRowColumns+" FROM resources WHERE id = ANY($1)", ids)
 	if err != nil {
 		return nil, fmt.Errorf("load %d resources: %w", len(ids), err)
@@ -45,7 +47,8 @@ func (s *pgStore) LoadSpecs(ctx context.Context, ids []string) (list []SpecRow, 
 }
 
 func (s *pgStore) StatusHashes(ctx context.Context, source, consumer string) (list []HashRow, err error) {
-	defer s.timed("status_hashes", &err)()
+	ctx, end := s.begin(ctx, "status_hashes", &err)
+	defer end()
 	rows, err := s.pool.Query(ctx, `SELECT id, coalesce(status_hash, '') FROM resources
 		WHERE source = $1 AND ($2 = '' OR consumer_name = $2) ORDER BY id`, source, consumer)
 	if err != nil {
@@ -62,7 +65,8 @@ func (s *pgStore) StatusHashes(ctx context.Context, source, consumer string) (li
 }
 
 func (s *pgStore) LoadStatuses(ctx context.Context, ids []string) (list []StatusRow, err error) {
-	defer s.timed("load_statuses", &err)()
+	ctx, end := s.begin(ctx, "load_statuses", &err)
+	defer end()
 	rows, err := s.pool.Query(ctx, `SELECT id, consumer_name, source, status_version, status_sequence, status_hash, status
 		FROM resources WHERE id = ANY($1) AND status IS NOT NULL`, ids)
 	if err != nil {
@@ -108,7 +112,8 @@ func bundleFilter(q BundleQuery) (string, []any) {
 }
 
 func (s *pgStore) ListBundles(ctx context.Context, q BundleQuery) (page BundlePage, err error) {
-	defer s.timed("list_bundles", &err)()
+	ctx, end := s.begin(ctx, "list_bundles", &err)
+	defer end()
 	where, args := bundleFilter(q)
 	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM resources WHERE "+where, args...).Scan(&page.Total); err != nil {
 		return BundlePage{}, fmt.Errorf("count resource bundles: %w", err)
@@ -136,7 +141,8 @@ func (s *pgStore) ListBundles(ctx context.Context, q BundleQuery) (page BundlePa
 }
 
 func (s *pgStore) GetBundle(ctx context.Context, id string) (b Bundle, err error) {
-	defer s.timed("get_bundle", &err)()
+	ctx, end := s.begin(ctx, "get_bundle", &err)
+	defer end()
 	b, err = scanBundle(s.pool.QueryRow(ctx, "SELECT "+bundleColumns+" FROM resources WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Bundle{}, fmt.Errorf("%w: resource bundle %s", ErrNotFound, id)

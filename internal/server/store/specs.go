@@ -101,7 +101,8 @@ func decideUpsert(w SpecWrite, st *specState) SpecResult {
 }
 
 func (s *pgStore) ApplySpecs(ctx context.Context, writes []SpecWrite, autoRegister bool) (results []SpecResult, err error) {
-	defer s.timed("apply_specs", &err)()
+	ctx, end := s.begin(ctx, "apply_specs", &err)
+	defer end()
 	for attempt := 0; ; attempt++ {
 		results, err = s.applySpecsOnce(ctx, writes, autoRegister)
 		if !errors.Is(err, errRetry) || attempt == 3 {

@@ -58,7 +58,8 @@ func decideStatus(w StatusWrite, st *statusState) StatusResult {
 // ApplyStatuses decides and writes a batch in one transaction of two round trips: BEGIN with the row locks,
 // then the writes, the notifications and COMMIT.
 func (s *pgStore) ApplyStatuses(ctx context.Context, writes []StatusWrite) (results []StatusResult, err error) {
-	defer s.timed("apply_statuses", &err)()
+	ctx, end := s.begin(ctx, "apply_statuses", &err)
+	defer end()
 	results = make([]StatusResult, len(writes))
 	err = s.inTx(ctx, func(conn *pgx.Conn) error {
 		states, order := newStatusStates(writes)
