@@ -146,7 +146,7 @@ func runMatrix(ctx context.Context, dir, binary string, s Scale, t Timing, cases
 	var results []*Result
 	for i, c := range cases {
 		if err := r.clean(ctx); err != nil {
-			results = append(results, &Result{Case: c.Name, Phase: "start", Backlog: -1, Failure: "the fleet is not clean: " + err.Error()})
+			results = append(results, &Result{Case: c.Name, Phase: "start", Converged: -1, Backlog: -1, Failure: "the fleet is not clean: " + err.Error()})
 			break
 		}
 		results = append(results, r.run(ctx, i, c)...)

@@ -26,7 +26,7 @@ func markdown(results []*Result, command, machine string, s Scale, t Timing) str
 	for _, r := range results {
 		converged, backlog, recovery := seconds(r.Converged), seconds(r.Backlog), seconds(r.Recovery())
 		switch {
-		case r.Converged == 0:
+		case r.Converged < 0:
 			converged, recovery = "never", "–"
 		case r.Downtime == 0:
 			converged, backlog, recovery = fmt.Sprintf("%s (no fault: the whole %s)", seconds(r.Converged), r.Phase), "–", "–"

@@ -52,7 +52,7 @@ type Result struct {
 	// Downtime is from the first component down to the last one back.
 	Downtime time.Duration
 	// Converged is from the last component back (without a fault: from the start of the phase) until the
-	// fleet converged; 0 when it did not.
+	// fleet converged; -1 when it did not.
 	Converged time.Duration
 	// Backlog is what an undisturbed fleet (the baseline's pace) needs for the work still pending when the last
 	// component was back; -1 when unknown.
@@ -63,7 +63,7 @@ type Result struct {
 
 // Recovery is the time to converge beyond the backlog.
 func (r *Result) Recovery() time.Duration {
-	if r.Backlog < 0 {
+	if r.Backlog < 0 || r.Converged < 0 {
 		return r.Converged
 	}
 	return max(r.Converged-r.Backlog, 0)
@@ -116,15 +116,16 @@ func (r *runner) run(ctx context.Context, index int, c Case) []*Result {
 }
 
 // phase runs one phase: it starts the rollout or the deletion, injects the fault once a third of the
-// Applications are Synced and Healthy on the hub (or gone from it), waits until the fleet converges, lets it settle and counts what is lost, orphaned or stale.
+// Applications are Synced and Healthy on the hub (or gone from it), waits until the fleet converges, lets it
+// settle and counts what is lost, orphaned or stale.
 func (r *runner) phase(ctx context.Context, c Case, ro *rollout, phase string) *Result {
-	res := &Result{Case: c.Name, Phase: phase, Applications: len(ro.apps), Backlog: -1}
+	res := &Result{Case: c.Name, Phase: phase, Applications: len(ro.apps), Converged: -1, Backlog: -1}
 	fail := func(format string, args ...any) *Result {
 		res.Failure = fmt.Sprintf(format, args...)
 		r.logf("  %s: %s", phase, res.Failure)
 		return res
 	}
-	start := time.Now()
+	back := time.Now()
 	var work errgroup.Group
 	var err error
 	if phase == PhaseRollout {
@@ -135,32 +136,19 @@ func (r *runner) phase(ctx context.Context, c Case, ro *rollout, phase string) *
 	if err != nil {
 		return fail("could not start the %s: %v", phase, err)
 	}
-	back := start
 	if len(c.Down) > 0 {
-		third := len(ro.apps) / 3
-		if err := waitUntil(ctx, r.timing.Timeout, func() bool { return r.progress(ro, phase) >= third }); err != nil {
-			return fail("could not start the fault: a third of the %s did not happen: %v", phase, err)
-		}
-		down := time.Now()
-		if err := r.inject(ctx, c); err != nil {
-			return fail("could not inject the fault: %v", err)
-		}
-		back = time.Now()
-		res.Downtime = back.Sub(down)
-		if pace := r.pace[phase]; pace > 0 {
-			pending := r.pending(r.obs.take(ctx, ro.prefix), ro, phase)
-			res.Backlog = time.Duration(float64(pending) / pace * float64(time.Second))
+		if back, err = r.fault(ctx, c, ro, phase, res); err != nil {
+			return fail("%v", err)
 		}
 	}
 	if err := work.Wait(); err != nil {
 		return fail("could not create the Applications: %v", err)
 	}
 	var last *snapshot
-	err = waitUntil(ctx, r.timing.Timeout, func() bool {
+	if waitUntil(ctx, r.timing.Timeout, func() bool {
 		last = r.obs.take(ctx, ro.prefix)
 		return r.converged(last, ro, phase)
-	})
-	if err == nil {
+	}) == nil {
 		res.Converged = last.at.Sub(back)
 	}
 	for _, component := range c.Up {
@@ -168,24 +156,51 @@ func (r *runner) phase(ctx context.Context, c Case, ro *rollout, phase string) *
 			return fail("%s is not ready: %v", component, err)
 		}
 	}
-	if res.Converged > 0 {
+	if res.Converged >= 0 {
 		time.Sleep(r.timing.Settle)
 	}
 	r.count(ctx, ro, phase, res)
-	switch {
-	case res.Converged == 0:
-		res.Failure = fmt.Sprintf("not converged after %s: %s", r.timing.Timeout, r.describe(last, ro, phase))
-	case res.Lost+res.Orphans+res.Stale > 0 && res.Failure == "":
-		res.Failure = "after settling: " + r.describe(r.obs.take(ctx, ro.prefix), ro, phase)
-	case len(c.Down) > 0 && res.Recovery() > r.timing.bound(c):
-		res.Failure = fmt.Sprintf("recovery took %s, more than %s", res.Recovery().Round(100*time.Millisecond), r.timing.bound(c))
-	}
+	r.judge(ctx, c, ro, phase, res, last)
 	r.logf("  %s: converged %s after the last component was back (backlog %s, down for %s); lost %d, orphans %d, stale %d %s",
 		phase, seconds(res.Converged), seconds(res.Backlog), seconds(res.Downtime), res.Lost, res.Orphans, res.Stale, res.Failure)
 	if len(c.Down) == 0 && res.Converged > 0 {
 		r.pace[phase] = float64(len(ro.apps)) / res.Converged.Seconds()
 	}
 	return res
+}
+
+// fault injects the case's fault once a third of the phase is done and returns when the last component was
+// back; it records the downtime and the backlog then.
+func (r *runner) fault(ctx context.Context, c Case, ro *rollout, phase string, res *Result) (time.Time, error) {
+	third := len(ro.apps) / 3
+	if err := waitUntil(ctx, r.timing.Timeout, func() bool { return r.progress(ro, phase) >= third }); err != nil {
+		return time.Time{}, fmt.Errorf("could not start the fault: a third of the %s did not happen: %w", phase, err)
+	}
+	down := time.Now()
+	if err := r.inject(ctx, c); err != nil {
+		return time.Time{}, fmt.Errorf("could not inject the fault: %w", err)
+	}
+	back := time.Now()
+	res.Downtime = back.Sub(down)
+	if pace := r.pace[phase]; pace > 0 {
+		pending := r.pending(r.obs.take(ctx, ro.prefix), ro, phase)
+		res.Backlog = time.Duration(float64(pending) / pace * float64(time.Second))
+	}
+	return back, nil
+}
+
+// judge sets the phase's failure, if any: not converged, something lost, orphaned or stale, or a recovery
+// over the case's bound.
+func (r *runner) judge(ctx context.Context, c Case, ro *rollout, phase string, res *Result, last *snapshot) {
+	switch {
+	case res.Failure != "":
+	case res.Converged < 0:
+		res.Failure = fmt.Sprintf("not converged after %s: %s", r.timing.Timeout, r.describe(last, ro, phase))
+	case res.Lost+res.Orphans+res.Stale > 0:
+		res.Failure = "after settling: " + r.describe(r.obs.take(ctx, ro.prefix), ro, phase)
+	case len(c.Down) > 0 && res.Recovery() > r.timing.bound(c):
+		res.Failure = fmt.Sprintf("recovery took %s, more than %s", res.Recovery().Round(100*time.Millisecond), r.timing.bound(c))
+	}
 }
 
 // startRollout creates the ApplicationSets, then their Applications in the background, 16 at a time.
