@@ -38,7 +38,8 @@ type ConsoleRelay interface {
 var _ ConsoleRelay = (*pgStore)(nil)
 
 func (s *pgStore) HoldConsole(ctx context.Context, cluster string) (err error) {
-	defer s.timed("console_hold", &err)()
+	ctx, end := s.begin(ctx, "console_hold", &err)
+	defer end()
 	_, err = s.pool.Exec(ctx, `INSERT INTO console_sessions (cluster, instance_id) VALUES ($1, $2)
 		ON CONFLICT (cluster) DO UPDATE SET instance_id = EXCLUDED.instance_id, connected_at = now()`, cluster, s.instance)
 	if err != nil {
@@ -48,7 +49,8 @@ func (s *pgStore) HoldConsole(ctx context.Context, cluster string) (err error) {
 }
 
 func (s *pgStore) ReleaseConsole(ctx context.Context, cluster string) (err error) {
-	defer s.timed("console_release", &err)()
+	ctx, end := s.begin(ctx, "console_release", &err)
+	defer end()
 	if _, err = s.pool.Exec(ctx, "DELETE FROM console_sessions WHERE cluster = $1 AND instance_id = $2", cluster, s.instance); err != nil {
 		return fmt.Errorf("forget the console session of %s: %w", cluster, err)
 	}
@@ -56,7 +58,8 @@ func (s *pgStore) ReleaseConsole(ctx context.Context, cluster string) (err error
 }
 
 func (s *pgStore) ConsoleHolder(ctx context.Context, cluster string, timeout time.Duration) (id string, err error) {
-	defer s.timed("console_holder", &err)()
+	ctx, end := s.begin(ctx, "console_holder", &err)
+	defer end()
 	err = s.pool.QueryRow(ctx, `SELECT s.instance_id FROM console_sessions s JOIN server_instances i ON i.id = s.instance_id
 		WHERE s.cluster = $1 AND i.heartbeat_at > now() - ($2 * interval '1 millisecond')`, cluster, timeout.Milliseconds()).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -69,7 +72,8 @@ func (s *pgStore) ConsoleHolder(ctx context.Context, cluster string, timeout tim
 }
 
 func (s *pgStore) SendConsole(ctx context.Context, to string, body []byte) (err error) {
-	defer s.timed("console_send", &err)()
+	ctx, end := s.begin(ctx, "console_send", &err)
+	defer end()
 	_, err = s.pool.Exec(ctx, `WITH m AS (INSERT INTO console_relay (to_instance, body) VALUES ($1, $2) RETURNING id)
 		SELECT pg_notify($3, $1 || ':' || id) FROM m`, to, body, consoleChannel)
 	if err != nil {
@@ -153,7 +157,8 @@ func (s *pgStore) takeConsole(ctx context.Context, conn *pgx.Conn, id int64, onM
 }
 
 func (s *pgStore) SweepConsole(ctx context.Context, maxAge time.Duration) (err error) {
-	defer s.timed("console_sweep", &err)()
+	ctx, end := s.begin(ctx, "console_sweep", &err)
+	defer end()
 	if _, err = s.pool.Exec(ctx, "DELETE FROM console_sessions WHERE instance_id NOT IN (SELECT id FROM server_instances)"); err != nil {
 		return fmt.Errorf("sweep console sessions: %w", err)
 	}

@@ -111,7 +111,8 @@ func (s *pgStore) DeleteConsumer(ctx context.Context, idOrName string) (err erro
 }
 
 func (s *pgStore) AddAgentSubscription(ctx context.Context, consumer string) (id string, err error) {
-	defer s.timed("add_agent_subscription", &err)()
+	ctx, end := s.begin(ctx, "add_agent_subscription", &err)
+	defer end()
 	id = uuid.NewString()
 	_, err = s.pool.Exec(ctx, "INSERT INTO agent_subscriptions (id, consumer_name, instance_id) VALUES ($1, $2, $3)",
 		id, consumer, s.instance)
@@ -122,7 +123,8 @@ func (s *pgStore) AddAgentSubscription(ctx context.Context, consumer string) (id
 }
 
 func (s *pgStore) RemoveAgentSubscription(ctx context.Context, id string) (err error) {
-	defer s.timed("remove_agent_subscription", &err)()
+	ctx, end := s.begin(ctx, "remove_agent_subscription", &err)
+	defer end()
 	if _, err = s.pool.Exec(ctx, "DELETE FROM agent_subscriptions WHERE id = $1", id); err != nil {
 		return fmt.Errorf("forget agent subscription %s: %w", id, err)
 	}
