@@ -8,16 +8,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
-	"github.com/argocd-pull/argocd-pull/internal/pagedlist"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 // appView is what the tracker keeps of a hub Application.
@@ -43,27 +39,11 @@ type expectation struct {
 }
 
 func startTracker(ctx context.Context, cfg *rest.Config) (*tracker, error) {
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: hubmanager.Scheme()})
+	t := &tracker{apps: map[string]appView{}, pending: map[string]expectation{}, stop: make(chan struct{})}
+	inf, err := testutil.PullApplicationInformer(cfg, hubmanager.Scheme())
 	if err != nil {
 		return nil, err
 	}
-	selector := labels.SelectorFromSet(labels.Set{argocd.LabelPull: "true"})
-	listOptions := func(o metav1.ListOptions) *client.ListOptions {
-		return &client.ListOptions{Raw: &o, LabelSelector: selector, Limit: o.Limit, Continue: o.Continue}
-	}
-	// The thin Application type: its status stays raw bytes until the transform reads two fields of it, which
-	// costs a fraction of decoding 150,000 statuses into unstructured maps, on the cores the fleet shares.
-	lw := &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			list := &argocd.ApplicationList{}
-			return list, c.List(ctx, list, listOptions(o))
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return c.Watch(ctx, &argocd.ApplicationList{}, listOptions(o))
-		},
-	}
-	t := &tracker{apps: map[string]appView{}, pending: map[string]expectation{}, stop: make(chan struct{})}
-	inf := pagedlist.NewSharedIndexInformer(lw, &argocd.Application{}, 0, toolscache.Indexers{})
 	// Keep nothing but the name and the two statuses: the benchmark's own memory counts as the simulator's.
 	if err := inf.SetTransform(func(obj any) (any, error) {
 		app, ok := obj.(*argocd.Application)

@@ -10,18 +10,14 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/localfleet"
-	"github.com/argocd-pull/argocd-pull/internal/pagedlist"
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/sim"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 // status is what the observer compares between a hub Application and its cluster's copy.
@@ -73,24 +69,10 @@ func newObserver(ctx context.Context, f *fleet) (*observer, error) {
 // watchHub keeps o.hub in step with the hub's pull-model Applications, thin: the status stays raw until the
 // transform reads the fields compared.
 func (o *observer) watchHub(ctx context.Context) error {
-	c, err := client.NewWithWatch(o.f.Env.Hub.Config(), client.Options{Scheme: o.f.hub.Scheme()})
+	inf, err := testutil.PullApplicationInformer(o.f.Env.Hub.Config(), o.f.hub.Scheme())
 	if err != nil {
 		return err
 	}
-	selector := labels.SelectorFromSet(labels.Set{argocd.LabelPull: "true"})
-	listOptions := func(lo metav1.ListOptions) *client.ListOptions {
-		return &client.ListOptions{Raw: &lo, LabelSelector: selector, Limit: lo.Limit, Continue: lo.Continue}
-	}
-	lw := &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
-			list := &argocd.ApplicationList{}
-			return list, c.List(ctx, list, listOptions(lo))
-		},
-		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-			return c.Watch(ctx, &argocd.ApplicationList{}, listOptions(lo))
-		},
-	}
-	inf := pagedlist.NewSharedIndexInformer(lw, &argocd.Application{}, 0, toolscache.Indexers{})
 	if err := inf.SetTransform(func(obj any) (any, error) {
 		if app, ok := obj.(*argocd.Application); ok {
 			return app, app.Compact()
