@@ -27,6 +27,8 @@ type Options struct {
 	SourceAddress string
 	AgentAddress  string
 	HTTPAddress   string
+	// PprofAddress serves Go's /debug/pprof endpoints in plain HTTP; empty to disable.
+	PprofAddress string
 
 	TLSCertFile    string
 	TLSKeyFile     string
@@ -93,6 +95,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SourceAddress, "source-grpc-bind-address", o.SourceAddress, "Address of the gRPC endpoint for sources (hub controllers)")
 	fs.StringVar(&o.AgentAddress, "agent-grpc-bind-address", o.AgentAddress, "Address of the gRPC endpoint for agents (managed clusters)")
 	fs.StringVar(&o.HTTPAddress, "http-bind-address", o.HTTPAddress, "Address of the REST API, /metrics, /healthz and /readyz")
+	fs.StringVar(&o.PprofAddress, "pprof-bind-address", o.PprofAddress, "Address of Go's /debug/pprof endpoints, in plain HTTP without authentication (empty to disable; bind it to loopback)")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "Serving certificate of all three listeners; without it they serve plain text")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", o.TLSKeyFile, "Key of the serving certificate")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "CA bundle that verifies client certificates (mTLS); the certificate's common name is the identity")

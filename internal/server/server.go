@@ -112,6 +112,9 @@ func (s *Server) start(startCtx context.Context) error {
 	}
 	s.background(ctx, func(ctx context.Context) { s.creds.watch(ctx, s.opts.CredentialsReloadInterval) })
 	s.serveHTTP(ctx, tlsConfig)
+	if err := s.servePprof(ctx); err != nil {
+		return err
+	}
 	// Waiting stops with the caller's context too: a server told to stop while its database is away.
 	waitCtx, stopWaiting := context.WithCancel(ctx)
 	defer stopWaiting()

@@ -83,7 +83,10 @@ func main() {
 	flag.IntVar(&o.latencyUpTo, "latency-up-to", 20000, "Measure status latency at scales up to this many Applications")
 	flag.IntVar(&o.watchCacheUpTo, "watch-cache-up-to", 20000,
 		"Keep the hub apiserver's watch cache of Applications at scales up to this many Applications; above, it is off")
-	flag.BoolVar(&o.base.Pprof, "pprof", false, "Serve the Go profiles of the controller and of the benchmark process (the simulated fleet) on loopback ports")
+	flag.BoolVar(&o.base.Pprof, "pprof", false, "Profile the controller, the server, the hub apiserver and the benchmark process (the simulated fleet): "+
+		"CPU while the Applications are created and synced and while they are deleted, heap when Synced/Healthy and at rest; "+
+		"written with their top functions to -pprof-dir")
+	flag.StringVar(&o.base.PprofDir, "pprof-dir", "", "Directory of the profiles of -pprof (default OUT/pprof)")
 	flag.BoolVar(&o.skipFloor, "skip-floor", false, "Do not measure the floor (for profiling runs)")
 	flag.Parse()
 	if len(o.scales) == 0 {
@@ -128,8 +131,11 @@ func (o *options) run(ctx context.Context) error {
 		return err
 	}
 	if o.base.Pprof {
-		if err := servePprof(ctx, logf); err != nil {
+		if o.base.SimulatorPprof, err = servePprof(ctx, logf); err != nil {
 			return err
+		}
+		if o.base.PprofDir == "" {
+			o.base.PprofDir = filepath.Join(o.out, "pprof")
 		}
 	}
 	var all []*Result
@@ -200,10 +206,10 @@ func writeResults(dir string, all []*Result, tables []string) error {
 
 // servePprof serves this process's Go profiles (the simulated fleet and the tracker run here) on a loopback
 // port until ctx ends.
-func servePprof(ctx context.Context, logf func(string, ...any)) error {
+func servePprof(ctx context.Context, logf func(string, ...any)) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return "", err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -214,6 +220,7 @@ func servePprof(ctx context.Context, logf func(string, ...any)) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	go func() { <-ctx.Done(); _ = srv.Close() }()
-	logf("benchmark pprof: http://%s/debug/pprof/", ln.Addr())
-	return nil
+	url := fmt.Sprintf("http://%s/debug/pprof/", ln.Addr())
+	logf("benchmark pprof: %s", url)
+	return url, nil
 }

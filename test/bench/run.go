@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -42,8 +43,13 @@ type Scenario struct {
 	LatencyRate float64
 	Binary      string
 	Dir         string
-	// Pprof serves the controller's Go profiles on a loopback port (logged).
-	Pprof bool
+	// Pprof serves the Go profiles of the controller and the server on loopback ports and, with PprofDir,
+	// collects theirs, the hub apiserver's and the simulator's: CPU while the Applications are created and
+	// synced and while they are deleted, heap once they are Synced/Healthy and at rest.
+	Pprof    bool
+	PprofDir string `json:"-"`
+	// SimulatorPprof is the URL of the benchmark process's /debug/pprof/ (the simulated fleet runs there).
+	SimulatorPprof string `json:"-"`
 	// SkipFloor leaves the floor out.
 	SkipFloor bool
 	// NoWatchCache runs the hub apiserver, for the floor and for the fleet, without its watch cache of
@@ -110,24 +116,60 @@ func run(ctx context.Context, sc Scenario) (*Result, error) {
 
 	controllerArgs := []string{fmt.Sprintf("--workers=%d", sc.Concurrency), fmt.Sprintf("--kube-api-qps=%g", sc.QPS),
 		fmt.Sprintf("--kube-api-burst=%d", sc.Burst)}
+	var serverArgs []string
+	pprofPorts := map[string]int{}
 	if sc.Pprof {
-		port, err := loopback.FreePort()
+		ports, err := loopback.FreePorts(2)
 		if err != nil {
 			return nil, err
 		}
-		controllerArgs = append(controllerArgs, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", port))
-		sc.Log("controller pprof: http://127.0.0.1:%d/debug/pprof/", port)
+		pprofPorts["controller"], pprofPorts["server"] = ports[0], ports[1]
+		controllerArgs = append(controllerArgs, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", ports[0]))
+		serverArgs = append(serverArgs, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", ports[1]))
+		sc.Log("controller pprof: http://127.0.0.1:%d/debug/pprof/", ports[0])
+		if sc.Transport == workclient.TransportGRPC {
+			sc.Log("server pprof: http://127.0.0.1:%d/debug/pprof/", ports[1])
+		}
 	}
 	f, err := localfleet.Start(ctx, localfleet.Options{
 		Dir: filepath.Join(sc.Dir, "fleet"), Clusters: clusters, Transport: sc.Transport, Binary: sc.Binary, Simulated: true,
-		ControllerArgs: controllerArgs, HubAPIServerArgs: sc.hubAPIServerArgs(),
+		ControllerArgs: controllerArgs, ServerArgs: serverArgs, HubAPIServerArgs: sc.hubAPIServerArgs(),
 		Progress: func(s string) { sc.Log("%s", s) },
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer f.Stop()
-	return res, measure(ctx, sc, f, clusters, res)
+	prof, err := sc.profiler(f, pprofPorts)
+	if err != nil {
+		return nil, err
+	}
+	return res, measure(ctx, sc, f, clusters, res, prof)
+}
+
+// profiler returns the profile collector of a run with -pprof, nil otherwise.
+func (sc Scenario) profiler(f *localfleet.System, ports map[string]int) (*profiler, error) {
+	if !sc.Pprof || sc.PprofDir == "" {
+		return nil, nil
+	}
+	p, err := newProfiler(filepath.Join(sc.PprofDir, fmt.Sprintf("%dx%d-%s", sc.Clusters, sc.AppSets, sc.Transport)), sc.Log)
+	if err != nil {
+		return nil, err
+	}
+	local := &http.Client{}
+	p.add("controller", local, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", ports["controller"]))
+	if f.Transport == workclient.TransportGRPC {
+		p.add("server", local, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", ports["server"]))
+	}
+	hub, err := rest.HTTPClientFor(f.Env.Hub.Config())
+	if err != nil {
+		return nil, err
+	}
+	p.add("kube-apiserver", hub, f.Env.Hub.Config().Host+"/debug/pprof/")
+	if sc.SimulatorPprof != "" {
+		p.add("simulator", local, sc.SimulatorPprof)
+	}
+	return p, nil
 }
 
 // hubAPIServerArgs are the hub apiserver's extra flags, the same for the floor and the fleet.
@@ -170,7 +212,7 @@ func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) 
 }
 
 // measure runs the scenario on a started fleet.
-func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []string, res *Result) error {
+func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []string, res *Result, prof *profiler) error {
 	hubCfg := f.Env.Hub.Config()
 	simFleet, err := startSimulator(ctx, sc, f, clusters, res)
 	if err != nil {
@@ -215,6 +257,7 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	}
 	start := time.Now()
 	stopSampling := sampleTimeline(start, simFleet, t, procs, res)
+	stopProfiling := prof.cpu(ctx, "sync")
 	total := res.Applications
 	sc.Log("creating %d Applications for %d ApplicationSets over %d clusters", total, sc.AppSets, sc.Clusters)
 	err = forEach(ctx, total, sc.Concurrency, func(ctx context.Context, i int) error {
@@ -222,6 +265,7 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	})
 	if err != nil {
 		stopSampling()
+		stopProfiling()
 		return fmt.Errorf("create applications: %w", err)
 	}
 	res.CreateTime = time.Since(start)
@@ -236,6 +280,7 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	}, sc.Log)
 	stopSampling()
 	if err != nil {
+		stopProfiling()
 		return err
 	}
 	res.Synced = time.Since(start)
@@ -243,6 +288,8 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	if end, err := hubRequests(ctx, hubCfg); err == nil {
 		res.SyncedRequests = end.sub(startRequests)
 	}
+	stopProfiling()
+	prof.heap(ctx, "synced")
 	sc.Log("every Application Synced and Healthy on the hub after %s (floor %s, ratio %.2f)", res.Synced.Round(time.Second), res.Floor.Round(time.Second), res.Ratio())
 	if sc.Transport == workclient.TransportGRPC {
 		if res.PostgresBytes, err = postgresSize(ctx, f); err != nil {
@@ -253,10 +300,12 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	if err := measureRest(ctx, sc, simFleet, hubCfg, res); err != nil {
 		return err
 	}
+	prof.heap(ctx, "rest")
 	if sc.Latency > 0 {
 		measureLatency(ctx, sc, simFleet, t, res)
 	}
 	record()
+	defer prof.cpu(ctx, "delete")()
 	return measureDelete(ctx, sc, f, c, sets, simFleet, t, res)
 }
 
