@@ -180,6 +180,38 @@ func forEach(ctx context.Context, n, concurrency int, f func(ctx context.Context
 	return nil
 }
 
+// meanApplicationBytes is the mean size, as JSON, of the first 100 pull-model Applications of the hub.
+func meanApplicationBytes(ctx context.Context, cfg *rest.Config) (int, error) {
+	c, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return 0, err
+	}
+	url := cfg.Host + "/apis/argoproj.io/v1alpha1/applications?limit=100&labelSelector=" + argocd.LabelPull + "%3Dtrue"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("list applications: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return 0, fmt.Errorf("decode applications: %w", err)
+	}
+	if len(list.Items) == 0 {
+		return 0, nil
+	}
+	total := 0
+	for _, item := range list.Items {
+		total += len(item)
+	}
+	return total / len(list.Items), nil
+}
+
 // floorStatus is a status of about 2 KB, as the floor writes once per Application.
 func floorStatus() map[string]any {
 	var resources []any

@@ -52,6 +52,25 @@ func markdown(results []*Result, command, machine string) string {
 		}
 		return fmt.Sprintf("%.1f / %.1f (%.2f×)", 1000*perApp(r.SyncedCPU, r), 1000*perApp(r.FloorCPU, r), r.SyncedCPU/r.FloorCPU)
 	})
+	for _, p := range cpuProcessNames(results) {
+		row("  CPU ms per Application until Synced: "+p+" (fleet / floor)", func(r *Result) string {
+			v, ok := r.SyncedProcessCPU[p]
+			if !ok {
+				return "–"
+			}
+			floor := "–"
+			if f, ok := r.FloorProcessCPU[p]; ok {
+				floor = fmt.Sprintf("%.1f", 1000*perApp(f, r))
+			}
+			return fmt.Sprintf("%.1f / %s", 1000*perApp(v, r), floor)
+		})
+	}
+	row("hub Application size, JSON bytes (fleet / floor)", func(r *Result) string {
+		if r.AppBytes == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%d / %d", r.AppBytes, r.FloorAppBytes)
+	})
 	for _, k := range requestKinds(results) {
 		row("hub requests per Application until Synced: "+k+" (fleet / floor)", func(r *Result) string {
 			if r.SyncedRequests == nil {
@@ -127,6 +146,27 @@ func headers(results []*Result) []string {
 	for i, r := range results {
 		out[i] = fmt.Sprintf("%d × %d, %s", r.Scenario.Clusters, r.Scenario.AppSets, r.Scenario.Transport)
 	}
+	return out
+}
+
+// cpuProcessNames are the processes whose CPU until Synced was measured, the simulator last.
+func cpuProcessNames(results []*Result) []string {
+	seen := map[string]bool{}
+	for _, r := range results {
+		for p := range r.SyncedProcessCPU {
+			seen[p] = true
+		}
+	}
+	var out []string
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if (out[i] == simulatorProcess) != (out[j] == simulatorProcess) {
+			return out[j] == simulatorProcess
+		}
+		return out[i] < out[j]
+	})
 	return out
 }
 

@@ -81,6 +81,11 @@ type Result struct {
 	// until every Application was Synced and Healthy: the same work, so per Application they compare.
 	FloorCPU, SyncedCPU           float64
 	FloorRequests, SyncedRequests requestCounts
+	// FloorProcessCPU and SyncedProcessCPU are the same CPU seconds by process.
+	FloorProcessCPU, SyncedProcessCPU map[string]float64
+	// FloorAppBytes and AppBytes are the mean size of a hub Application, as JSON, once its status is written:
+	// every write and every watch event of an Application costs the apiserver in proportion to it.
+	FloorAppBytes, AppBytes int
 	PostgresBytes                 int64
 	Timeline                      []sample
 	// Stopped says why the run ended before its last step; empty when it finished.
@@ -197,11 +202,29 @@ func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) 
 	if err != nil {
 		return err
 	}
+	var prof *profiler
+	if sc.Pprof && sc.PprofDir != "" {
+		if prof, err = newProfiler(filepath.Join(sc.PprofDir, fmt.Sprintf("%dx%d-%s", sc.Clusters, sc.AppSets, sc.Transport)), sc.Log); err != nil {
+			return err
+		}
+		hub, err := rest.HTTPClientFor(floorEnv.Hub.Config())
+		if err != nil {
+			return err
+		}
+		prof.add("kube-apiserver", hub, floorEnv.Hub.Config().Host+"/debug/pprof/")
+	}
+	stopProfiling := prof.cpu(ctx, "floor")
 	res.Floor, err = measureFloor(ctx, floorEnv.Hub.Config(), clusters, sc.AppSets, sc.Concurrency, sc.QPS, sc.Burst)
 	if err != nil {
+		stopProfiling()
 		return err
 	}
 	res.FloorCPU = hubSideCPU(usageOf(procs), startUsage)
+	res.FloorProcessCPU = processCPU(usageOf(procs), startUsage)
+	stopProfiling()
+	if res.FloorAppBytes, err = meanApplicationBytes(ctx, floorEnv.Hub.Config()); err != nil {
+		return err
+	}
 	end, err := hubRequests(ctx, floorEnv.Hub.Config())
 	if err != nil {
 		return err
@@ -284,11 +307,16 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 		return err
 	}
 	res.Synced = time.Since(start)
-	res.SyncedCPU = hubSideCPU(usageOf(procs), startUsage)
+	syncedUsage := usageOf(procs)
+	res.SyncedCPU = hubSideCPU(syncedUsage, startUsage)
+	res.SyncedProcessCPU = processCPU(syncedUsage, startUsage)
 	if end, err := hubRequests(ctx, hubCfg); err == nil {
 		res.SyncedRequests = end.sub(startRequests)
 	}
 	stopProfiling()
+	if res.AppBytes, err = meanApplicationBytes(ctx, hubCfg); err != nil {
+		return err
+	}
 	prof.heap(ctx, "synced")
 	sc.Log("every Application Synced and Healthy on the hub after %s (floor %s, ratio %.2f)", res.Synced.Round(time.Second), res.Floor.Round(time.Second), res.Ratio())
 	if sc.Transport == workclient.TransportGRPC {
@@ -520,6 +548,15 @@ func hubSideCPU(now, start map[string]usage) float64 {
 		}
 	}
 	return total
+}
+
+// processCPU is the CPU seconds each process spent between two readings.
+func processCPU(now, start map[string]usage) map[string]float64 {
+	out := map[string]float64{}
+	for name, u := range now {
+		out[name] = u.CPUSeconds - start[name].CPUSeconds
+	}
+	return out
 }
 
 func pidUsage(pid int) func() (usage, error) {
