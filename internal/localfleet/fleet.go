@@ -262,7 +262,7 @@ func (f *System) startServer(ctx context.Context) error {
 		f.tokens["agent/"+c] = loopback.RandomToken()
 		lines = append(lines, f.tokens["agent/"+c]+",agent,"+c)
 	}
-	tokenFile := f.tokenFile()
+	tokenFile := f.TokenFile()
 	if err := os.WriteFile(tokenFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write token file: %w", err)
 	}
@@ -554,6 +554,10 @@ func (f *System) Stop() {
 // AgentToken is the server token of a simulated cluster's agent (Maestro mode; real agents have a client
 // certificate instead).
 func (f *System) AgentToken(cluster string) string { return f.tokens["agent/"+cluster] }
+
+// TokenFile is the server's token file (Maestro mode): the admin's token and, with Simulated, an agent token
+// for each cluster (`argocd-pull sim --agent-token-file`).
+func (f *System) TokenFile() string { return filepath.Join(f.Dir, "pki", "tokens.csv") }
 
 // CAFile is the fleet's CA certificate (Maestro mode).
 func (f *System) CAFile() string { return f.ca.CertFile }

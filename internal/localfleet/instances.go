@@ -69,7 +69,6 @@ func (f *System) simulatedClusters() []string {
 	return nil
 }
 
-func (f *System) tokenFile() string { return filepath.Join(f.Dir, "pki", "tokens.csv") }
 
 // startSimulators starts a sim process per server instance, each with an even share of the simulated clusters.
 func (f *System) startSimulators(ctx context.Context) error {
@@ -90,7 +89,7 @@ func (f *System) startSimulators(ctx context.Context) error {
 			return err
 		}
 		s := &simulatorProcess{name: fmt.Sprintf("simulator-%d", i+1), metrics: addr(port)}
-		s.args = append([]string{"sim", "--grpc-config", cfg, "--agent-token-file", f.tokenFile(),
+		s.args = append([]string{"sim", "--grpc-config", cfg, "--agent-token-file", f.TokenFile(),
 			"--clusters", strconv.Itoa(count), "--cluster-prefix", f.Simulator.prefix(), "--cluster-start", strconv.Itoa(start),
 			"--metrics-address", s.metrics}, f.Simulator.Args...)
 		start += count

@@ -5,6 +5,20 @@ import (
 	"time"
 )
 
+// SyncedStatus is the .status the simulated Argo CD reports for a delivered Application manifest once its
+// first sync has succeeded at now: what the hub shows for that Application when the fleet is at rest. The
+// benchmark's floor writes it, so that the floor measures the hub apiserver with the fleet's own statuses.
+func (c *ArgoConfig) SyncedStatus(manifest []byte, now time.Time) (map[string]any, error) {
+	m, err := parseApplication(manifest)
+	if err != nil {
+		return nil, err
+	}
+	a := &app{}
+	c.apply(a, m, now, 0)
+	a.advance(now)
+	return c.status(a), nil
+}
+
 // status returns the Application's .status as Argo CD v3 writes it, as an unstructured value (int64 numbers,
 // as the API server returns them): the sections the feedback rules read, plus reconciledAt, which they leave
 // out.

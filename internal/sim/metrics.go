@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -46,10 +45,9 @@ func (f *Fleet) newRegistry() *prometheus.Registry {
 	return r
 }
 
-// serveMetrics serves the fleet's /metrics, /healthz and /applications (its Applications as JSON, for fault
-// tests) on addr until ctx ends. It returns the address it listens on.
-func serveMetrics(ctx context.Context, addr string, f *Fleet) (string, func(), error) {
-	r := f.Registry()
+// serveMetrics serves /metrics, /healthz and the extra handlers on addr until ctx ends. It returns the address
+// it listens on.
+func serveMetrics(ctx context.Context, addr string, r *prometheus.Registry, extra map[string]http.Handler) (string, func(), error) {
 	logger := klog.FromContext(ctx)
 	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
@@ -58,10 +56,9 @@ func serveMetrics(ctx context.Context, addr string, f *Fleet) (string, func(), e
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(r, promhttp.HandlerOpts{Registry: r}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("/applications", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(f.Applications())
-	})
+	for path, h := range extra {
+		mux.Handle(path, h)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {

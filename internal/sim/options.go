@@ -82,7 +82,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		fmt.Sprintf("Largest raw-JSON status feedback value (default %d for transport kube, the hub CRD's limit; %d for transport grpc)", workclient.KubeMaxJSONRawLength, workclient.GRPCMaxJSONRawLength))
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Works processed at once across the fleet")
 	fs.IntVar(&o.ConnectParallelism, "connect-parallelism", o.ConnectParallelism, "Clusters connecting at once at start (transport grpc)")
-	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "Address of /metrics (0 to disable)")
+	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "Address of /metrics, and of the controls a benchmark uses: POST /churn?perSecond=N, GET /events (the statuses sent, as JSON lines) (0 to disable)")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the hub, for the whole fleet (transport kube)")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the hub (transport kube)")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "Seed of the churn's random choices")
@@ -193,12 +193,14 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	feed := newEventFeed()
+	cfg.Hooks.StatusSent = feed.publish
 	f, err := NewFleet(cfg)
 	if err != nil {
 		return err
 	}
 	if o.MetricsAddress != "" && o.MetricsAddress != "0" {
-		addr, stop, err := serveMetrics(ctx, o.MetricsAddress, f)
+		addr, stop, err := serveMetrics(ctx, o.MetricsAddress, f.Registry(), controlHandlers(f, feed))
 		if err != nil {
 			return err
 		}

@@ -57,6 +57,11 @@ func TestSmallBenchmark(t *testing.T) {
 			t.Errorf("%s: cost: floor %.2f CPU s, fleet %.2f CPU s; floor requests %v; fleet requests %v",
 				tr, r.FloorCPU, r.SyncedCPU, r.FloorRequests, r.SyncedRequests)
 		}
+		if r.SyncedProcessCPU["controller"] <= 0 || r.SyncedProcessCPU[simulatorProcess] <= 0 || r.AppBytes < 1000 ||
+			r.FloorAppBytes < 1000 || r.DeleteRequests["DELETE applications"] < n {
+			t.Errorf("%s: CPU until Synced %v, Application size %d (floor %d), delete requests %v",
+				tr, r.SyncedProcessCPU, r.AppBytes, r.FloorAppBytes, r.DeleteRequests)
+		}
 		results = append(results, r)
 	}
 	for _, plot := range []func([]*Result, string) error{plotProgress, plotMemory} {

@@ -18,9 +18,15 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/argocd-pull/argocd-pull/internal/application"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
+	"github.com/argocd-pull/argocd-pull/internal/localfleet"
+	"github.com/argocd-pull/argocd-pull/internal/sim"
 )
+
+// simResourcesPerApp is how many resources each simulated Application deploys (and lists in its status).
+const simResourcesPerApp = 4
 
 // requestCounts are the hub apiserver's requests by verb (apiserver_request_total).
 type requestCounts map[string]float64
@@ -212,32 +218,33 @@ func meanApplicationBytes(ctx context.Context, cfg *rest.Config) (int, error) {
 	return total / len(list.Items), nil
 }
 
-// floorStatus is a status of about 2 KB, as the floor writes once per Application.
-func floorStatus() map[string]any {
-	var resources []any
-	for i := range 8 {
-		resources = append(resources, map[string]any{"version": "v1", "kind": "ConfigMap", "namespace": "guestbook",
-			"name": fmt.Sprintf("guestbook-config-%d", i), "status": "Synced", "health": map[string]any{"status": "Healthy"}})
+// floorStatus is the status the hub shows for an Application when the fleet is at rest: the simulated Argo
+// CD's status once the Application it receives (its work's Application manifest) has synced, with the
+// benchmark's 4 resources per Application. The floor writes the very statuses the fleet's controller writes.
+func floorStatus(app *unstructured.Unstructured, cluster string, now time.Time) (map[string]any, error) {
+	work, err := application.BuildWork(app, application.BuildOptions{Cluster: cluster,
+		WorkName: application.WorkName(app.GetNamespace(), app.GetName()), SpokeArgoCDNamespace: localfleet.ArgoCDNamespace})
+	if err != nil {
+		return nil, err
 	}
-	return map[string]any{
-		"sync":      map[string]any{"status": "Synced", "revision": "0123456789abcdef0123456789abcdef01234567"},
-		"health":    map[string]any{"status": "Healthy"},
-		"resources": resources,
-		"summary":   map[string]any{},
-		"operationState": map[string]any{"phase": "Succeeded", "message": "successfully synced (all tasks run)",
-			"startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:02Z", "operation": map[string]any{
-				"sync": map[string]any{"revision": "0123456789abcdef0123456789abcdef01234567"}, "initiatedBy": map[string]any{"automated": true}}},
+	argo := sim.ArgoConfig{ResourcesPerApp: simResourcesPerApp}
+	for _, m := range work.Spec.Workload.Manifests {
+		if m.Object == nil || m.Object.GetObjectKind().GroupVersionKind() != argocd.ApplicationGVK {
+			continue
+		}
+		raw, err := json.Marshal(m.Object)
+		if err != nil {
+			return nil, err
+		}
+		return argo.SyncedStatus(raw, now)
 	}
+	return nil, fmt.Errorf("the work of application %s has no Application manifest", app.GetName())
 }
 
 // measureFloor is the least the hub apiserver needs for the scenario: create the Applications and write each
 // status once, with the same client settings. It runs on an apiserver of its own, which is thrown away after.
 func measureFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets, concurrency int, qps float32, burst int) (time.Duration, error) {
 	c, err := clientFor(cfg, qps, burst)
-	if err != nil {
-		return 0, err
-	}
-	status, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": floorStatus()}})
 	if err != nil {
 		return 0, err
 	}
@@ -248,6 +255,14 @@ func measureFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets
 		set.SetNamespace("default")
 		set.SetName(appSetName(i % sets))
 		app := pullApplication(set, clusters[i/sets])
+		st, err := floorStatus(app, clusters[i/sets], time.Now())
+		if err != nil {
+			return err
+		}
+		status, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": st}})
+		if err != nil {
+			return err
+		}
 		app.SetOwnerReferences(nil)
 		app.SetFinalizers(nil)
 		if err := c.Create(ctx, app); err != nil {

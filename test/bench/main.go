@@ -1,7 +1,7 @@
 // Command bench is `make bench`: it runs the 150,000-Application benchmark on this machine. For each scale it
 // measures the floor (the hub apiserver creating the Applications and writing each status once), then runs a
 // fleet — the hub apiserver and etcd, PostgreSQL and argocd-pull server in the Maestro mode, the hub
-// controller, and argocd-pull's fleet simulator in this process — creates the Applications as the
+// controller, and argocd-pull's fleet simulator in a process of its own — creates the Applications as the
 // ApplicationSet controller would, and measures delivery, status on the hub, the fleet at rest, status latency
 // under churn, deletion, requests, CPU and memory. It writes a markdown table, JSON and PNG plots.
 package main
@@ -83,7 +83,7 @@ func main() {
 	flag.IntVar(&o.latencyUpTo, "latency-up-to", 20000, "Measure status latency at scales up to this many Applications")
 	flag.IntVar(&o.watchCacheUpTo, "watch-cache-up-to", 20000,
 		"Keep the hub apiserver's watch cache of Applications at scales up to this many Applications; above, it is off")
-	flag.BoolVar(&o.base.Pprof, "pprof", false, "Profile the controller, the server, the hub apiserver and the benchmark process (the simulated fleet): "+
+	flag.BoolVar(&o.base.Pprof, "pprof", false, "Profile the controller, the server, the hub apiserver, the simulator and the benchmark process (its tracker): "+
 		"CPU while the Applications are created and synced and while they are deleted, heap when Synced/Healthy and at rest; "+
 		"written with their top functions to -pprof-dir")
 	flag.StringVar(&o.base.PprofDir, "pprof-dir", "", "Directory of the profiles of -pprof (default OUT/pprof)")
@@ -131,7 +131,7 @@ func (o *options) run(ctx context.Context) error {
 		return err
 	}
 	if o.base.Pprof {
-		if o.base.SimulatorPprof, err = servePprof(ctx, logf); err != nil {
+		if o.base.BenchmarkPprof, err = servePprof(ctx, logf); err != nil {
 			return err
 		}
 		if o.base.PprofDir == "" {

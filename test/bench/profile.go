@@ -41,6 +41,9 @@ func newProfiler(dir string, log func(string, ...any)) (*profiler, error) {
 }
 
 func (p *profiler) add(name string, client *http.Client, base string) {
+	if p == nil {
+		return
+	}
 	p.targets[name] = profileTarget{client: client, base: base}
 }
 

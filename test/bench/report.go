@@ -95,6 +95,23 @@ func markdown(results []*Result, command, machine string) string {
 	})
 	row("delete: no work left", func(r *Result) string { return dur(r.DeleteWorks) })
 	row("delete: no Application anywhere", func(r *Result) string { return dur(r.DeleteApps) })
+	for _, p := range cpuProcessNames(results) {
+		row("  CPU ms per deleted Application: "+p, func(r *Result) string {
+			v, ok := r.DeleteProcessCPU[p]
+			if !ok || r.DeleteApps == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.1f", 1000*perApp(v, r))
+		})
+	}
+	for _, k := range deleteRequestKinds(results) {
+		row("hub requests per deleted Application: "+k, func(r *Result) string {
+			if r.DeleteRequests == nil {
+				return "–"
+			}
+			return fmt.Sprintf("%.2f", perApp(r.DeleteRequests[k], r))
+		})
+	}
 	row("orphaned works", func(r *Result) string { return ifMeasured(r.DeleteApps != 0, fmt.Sprint(r.Orphans)) })
 	for _, p := range processNames(results) {
 		row(p+": peak RSS / CPU s", func(r *Result) string {
@@ -141,6 +158,25 @@ func requestKinds(results []*Result) []string {
 	return out
 }
 
+// deleteRequestKinds are the "verb resource" request counts of the delete, as requestKinds.
+func deleteRequestKinds(results []*Result) []string {
+	seen := map[string]bool{}
+	for _, r := range results {
+		for k, v := range r.DeleteRequests {
+			verb, _, ok := strings.Cut(k, " ")
+			if ok && verb != "WATCH" && v*100 >= float64(r.Applications) {
+				seen[k] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
 func headers(results []*Result) []string {
 	out := make([]string, len(results))
 	for i, r := range results {
@@ -149,7 +185,7 @@ func headers(results []*Result) []string {
 	return out
 }
 
-// cpuProcessNames are the processes whose CPU until Synced was measured, the simulator last.
+// cpuProcessNames are the processes whose CPU until Synced was measured, the simulator and the benchmark last.
 func cpuProcessNames(results []*Result) []string {
 	seen := map[string]bool{}
 	for _, r := range results {
@@ -161,9 +197,10 @@ func cpuProcessNames(results []*Result) []string {
 	for p := range seen {
 		out = append(out, p)
 	}
+	notHub := func(p string) bool { return p == simulatorProcess || p == benchmarkProcess }
 	sort.Slice(out, func(i, j int) bool {
-		if (out[i] == simulatorProcess) != (out[j] == simulatorProcess) {
-			return out[j] == simulatorProcess
+		if notHub(out[i]) != notHub(out[j]) {
+			return notHub(out[j])
 		}
 		return out[i] < out[j]
 	})

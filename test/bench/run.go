@@ -6,19 +6,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	workv1 "open-cluster-management.io/api/work/v1"
-	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/localfleet"
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
-	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/sim"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
@@ -43,13 +40,16 @@ type Scenario struct {
 	LatencyRate float64
 	Binary      string
 	Dir         string
+	// Console has the simulated clusters open the console stream (sim --console) and argocd-pull server
+	// serve the hub console's doors, whose latency is then measured (Maestro mode).
+	Console bool
 	// Pprof serves the Go profiles of the controller and the server on loopback ports and, with PprofDir,
 	// collects theirs, the hub apiserver's and the simulator's: CPU while the Applications are created and
 	// synced and while they are deleted, heap once they are Synced/Healthy and at rest.
 	Pprof    bool
 	PprofDir string `json:"-"`
-	// SimulatorPprof is the URL of the benchmark process's /debug/pprof/ (the simulated fleet runs there).
-	SimulatorPprof string `json:"-"`
+	// BenchmarkPprof is the URL of the benchmark process's /debug/pprof/ (the tracker runs there).
+	BenchmarkPprof string `json:"-"`
 	// SkipFloor leaves the floor out.
 	SkipFloor bool
 	// NoWatchCache runs the hub apiserver, for the floor and for the fleet, without its watch cache of
@@ -73,6 +73,10 @@ type Result struct {
 	LatencyP50, LatencyP99         time.Duration
 	LatencySamples, LatencyMissing int
 	DeleteWorks, DeleteApps        time.Duration
+	// DeleteRequests and DeleteProcessCPU are the hub apiserver's requests and each process's CPU seconds
+	// from the delete of the ApplicationSets until nothing was left.
+	DeleteRequests   requestCounts
+	DeleteProcessCPU map[string]float64
 	Orphans                        int
 	Requests                       requestCounts
 	Usage                          map[string]usage
@@ -171,8 +175,8 @@ func (sc Scenario) profiler(f *localfleet.System, ports map[string]int) (*profil
 		return nil, err
 	}
 	p.add("kube-apiserver", hub, f.Env.Hub.Config().Host+"/debug/pprof/")
-	if sc.SimulatorPprof != "" {
-		p.add("simulator", local, sc.SimulatorPprof)
+	if sc.BenchmarkPprof != "" {
+		p.add("benchmark", local, sc.BenchmarkPprof)
 	}
 	return p, nil
 }
@@ -237,17 +241,18 @@ func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) 
 // measure runs the scenario on a started fleet.
 func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []string, res *Result, prof *profiler) error {
 	hubCfg := f.Env.Hub.Config()
-	simFleet, err := startSimulator(ctx, sc, f, clusters, res)
+	simFleet, err := startSimulator(ctx, sc, f, clusters)
 	if err != nil {
 		return err
 	}
-	defer simFleet.fleet.Stop()
+	defer simFleet.stop()
+	prof.add("simulator", &http.Client{}, simFleet.base+"/debug/pprof/")
 	t, err := startTracker(ctx, hubCfg)
 	if err != nil {
 		return err
 	}
 	defer t.close()
-	procs := processes(f)
+	procs := processes(f, simFleet)
 	startUsage := usageOf(procs)
 	startRequests, err := hubRequests(ctx, hubCfg)
 	if err != nil {
@@ -294,7 +299,10 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	res.CreateTime = time.Since(start)
 	sc.Log("created in %s; waiting for delivery and Synced/Healthy", res.CreateTime.Round(time.Millisecond))
 	err = waitFor(ctx, 6*time.Hour, func() (bool, string) {
-		st := simFleet.fleet.Stats()
+		st, err := simFleet.stats(ctx)
+		if err != nil {
+			return false, fmt.Sprintf("simulator: %v", err)
+		}
 		_, synced := t.counts()
 		if res.Delivered == 0 && st.Works >= int64(total) {
 			res.Delivered = time.Since(start)
@@ -330,67 +338,13 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	}
 	prof.heap(ctx, "rest")
 	if sc.Latency > 0 {
-		measureLatency(ctx, sc, simFleet, t, res)
+		if err := measureLatency(ctx, sc, simFleet, t, res); err != nil {
+			return err
+		}
 	}
 	record()
 	defer prof.cpu(ctx, "delete")()
 	return measureDelete(ctx, sc, f, c, sets, simFleet, t, res)
-}
-
-// simulator is the in-process fleet simulator and what its hooks record.
-type simulator struct {
-	fleet *sim.Fleet
-	mu    sync.Mutex
-	sent  func(sim.Event)
-}
-
-func startSimulator(ctx context.Context, sc Scenario, f *localfleet.System, clusters []string, res *Result) (*simulator, error) {
-	s := &simulator{}
-	cfg := sim.Config{
-		Transport: sc.Transport,
-		Clusters:  clusters,
-		Argo:      sim.ArgoConfig{SyncDelay: sc.SyncDelay, SyncJitter: 0.2, ResourcesPerApp: 4},
-		Hooks: sim.Hooks{StatusSent: func(e sim.Event) {
-			s.mu.Lock()
-			sent := s.sent
-			s.mu.Unlock()
-			if sent != nil {
-				sent(e)
-			}
-		}},
-	}
-	if sc.Transport == workclient.TransportGRPC {
-		tlsConfig, err := restapi.TLS{CAFile: f.CAFile()}.Config()
-		if err != nil {
-			return nil, err
-		}
-		// Each simulated cluster authenticates as its own agent.
-		cfg.GRPC = &grpcoptions.GRPCOptions{Dialer: &grpcoptions.GRPCDialer{URL: f.Server.Agent, TLSConfig: tlsConfig}}
-		cfg.ClusterTokens = map[string]string{}
-		for _, c := range clusters {
-			cfg.ClusterTokens[c] = f.AgentToken(c)
-		}
-	} else {
-		hub := rest.CopyConfig(f.Env.Hub.Config())
-		hub.QPS, hub.Burst = sc.QPS, sc.Burst
-		cfg.Hub = hub
-	}
-	fl, err := sim.NewFleet(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := fl.Start(ctx); err != nil {
-		return nil, err
-	}
-	s.fleet = fl
-	sc.Log("simulator: %d clusters connected", fl.Stats().Connected)
-	return s, nil
-}
-
-func (s *simulator) onStatus(f func(sim.Event)) {
-	s.mu.Lock()
-	s.sent = f
-	s.mu.Unlock()
 }
 
 // measureRest counts status events and hub writes while nothing changes on the clusters. The hub apiserver
@@ -406,7 +360,10 @@ func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Confi
 	if err != nil {
 		return err
 	}
-	events := s.fleet.Stats().StatusUpdates
+	startStats, err := s.stats(ctx)
+	if err != nil {
+		return err
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -416,8 +373,12 @@ func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Confi
 	if err != nil {
 		return err
 	}
+	endStats, err := s.stats(ctx)
+	if err != nil {
+		return err
+	}
 	minutes := sc.RestPeriod.Minutes()
-	res.RestStatusEvents = float64(s.fleet.Stats().StatusUpdates-events) / minutes
+	res.RestStatusEvents = (endStats.StatusUpdates - startStats.StatusUpdates) / minutes
 	delta := after.sub(before)
 	res.RestHubWritesByResource = delta.writesByResource(minutes)
 	for resource, n := range res.RestHubWritesByResource {
@@ -431,45 +392,66 @@ func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Confi
 
 // measureLatency turns churn on and measures, for each status change the simulated clusters send, the time
 // until the hub Application shows it.
-func measureLatency(ctx context.Context, sc Scenario, s *simulator, t *tracker, res *Result) {
+func measureLatency(ctx context.Context, sc Scenario, s *simulator, t *tracker, res *Result) error {
 	sc.Log("status latency with churn at %.0f changes/s for %s", sc.LatencyRate, sc.Latency)
-	s.onStatus(func(e sim.Event) {
+	stopEvents, err := s.events(ctx, func(e sim.Event) {
 		if e.ChangedAt.IsZero() || e.Sync == "" {
 			return
 		}
 		t.expect(e.HubNamespace+"/"+e.HubName, e.Sync, e.Health, e.ChangedAt)
 	})
-	s.fleet.SetChurn(sc.LatencyRate)
+	if err != nil {
+		return err
+	}
+	if err := s.setChurn(ctx, sc.LatencyRate); err != nil {
+		stopEvents()
+		return err
+	}
 	select {
 	case <-ctx.Done():
 	case <-time.After(sc.Latency):
 	}
-	s.fleet.SetChurn(0)
+	if err := s.setChurn(ctx, 0); err != nil {
+		stopEvents()
+		return err
+	}
 	time.Sleep(5 * time.Second) // let the last changes arrive
-	s.onStatus(nil)
+	stopEvents()
 	lat, missing := t.latencies()
 	res.LatencyP50, res.LatencyP99 = percentile(lat, 50), percentile(lat, 99)
 	res.LatencySamples, res.LatencyMissing = len(lat), missing
 	sc.Log("status latency: p50 %s, p99 %s over %d changes (%d not seen on the hub)", res.LatencyP50, res.LatencyP99, len(lat), missing)
+	return nil
 }
 
 // measureDelete deletes the ApplicationSets and measures the time to no work, no Application on the clusters
 // and no Application on the hub; works left after that are orphans.
 func measureDelete(ctx context.Context, sc Scenario, f *localfleet.System, c client.Client, sets []*unstructured.Unstructured, s *simulator, t *tracker, res *Result) error {
 	sc.Log("deleting the %d ApplicationSets", len(sets))
+	hubCfg := f.Env.Hub.Config()
+	startRequests, err := hubRequests(ctx, hubCfg)
+	if err != nil {
+		return err
+	}
+	procs := processes(f, s)
+	startUsage := usageOf(procs)
 	start := time.Now()
 	for _, set := range sets {
 		if err := c.Delete(ctx, set); err != nil {
 			return fmt.Errorf("delete applicationset %s: %w", set.GetName(), err)
 		}
 	}
-	err := waitFor(ctx, 2*time.Hour, func() (bool, string) {
+	err = waitFor(ctx, 2*time.Hour, func() (bool, string) {
 		works, err := countWorks(ctx, f)
-		apps, _ := t.counts()
-		spoke := s.fleet.Stats().Applications
 		if err != nil {
 			return false, err.Error()
 		}
+		apps, _ := t.counts()
+		st, err := s.stats(ctx)
+		if err != nil {
+			return false, fmt.Sprintf("simulator: %v", err)
+		}
+		spoke := st.Applications
 		if works == 0 && res.DeleteWorks == 0 {
 			res.DeleteWorks = time.Since(start)
 		}
@@ -478,6 +460,10 @@ func measureDelete(ctx context.Context, sc Scenario, f *localfleet.System, c cli
 		}
 		return works == 0 && spoke == 0 && apps == 0, fmt.Sprintf("works %d, Applications on clusters %d, on the hub %d", works, spoke, apps)
 	}, sc.Log)
+	res.DeleteProcessCPU = processCPU(usageOf(procs), startUsage)
+	if end, rerr := hubRequests(ctx, hubCfg); rerr == nil {
+		res.DeleteRequests = end.sub(startRequests)
+	}
 	if err != nil {
 		works, _ := countWorks(ctx, f)
 		res.Orphans = works
@@ -518,17 +504,23 @@ func postgresSize(ctx context.Context, f *localfleet.System) (int64, error) {
 	return size, err
 }
 
-// simulatorProcess is the benchmark's own process, in which the fleet simulator runs.
-const simulatorProcess = "simulator (benchmark)"
+// simulatorProcess and benchmarkProcess stand in for the managed clusters and for the users of the hub: the
+// simulated fleet, and the benchmark itself (the clients that create the Applications, the tracker that
+// watches them). Neither is the hub's.
+const (
+	simulatorProcess = "simulator"
+	benchmarkProcess = "benchmark (tracker)"
+)
 
 // processes are the measured processes, by name.
-func processes(f *localfleet.System) map[string]func() (usage, error) {
+func processes(f *localfleet.System, s *simulator) map[string]func() (usage, error) {
 	ps := map[string]func() (usage, error){
 		"controller":              pidUsage(f.ControllerPid()),
 		"kube-apiserver":          pidUsage(f.Env.Hub.Pid()),
 		"etcd":                    pidUsage(f.Env.EtcdPid()),
 		"kube-controller-manager": pidUsage(f.Env.Hub.ControllerManagerPid()),
-		simulatorProcess:          pidUsage(os.Getpid()),
+		simulatorProcess:          pidUsage(s.pid()),
+		benchmarkProcess:          pidUsage(os.Getpid()),
 	}
 	if f.Transport == workclient.TransportGRPC {
 		ps["server"] = pidUsage(f.ServerPid())
@@ -538,12 +530,12 @@ func processes(f *localfleet.System) map[string]func() (usage, error) {
 	return ps
 }
 
-// hubSideCPU is the CPU seconds the hub-side processes spent between two readings; the benchmark's own
-// process (the simulator, standing in for the managed clusters) is not the hub's.
+// hubSideCPU is the CPU seconds the hub-side processes spent between two readings; the simulator and the
+// benchmark are not the hub's.
 func hubSideCPU(now, start map[string]usage) float64 {
 	var total float64
 	for name, u := range now {
-		if name != simulatorProcess {
+		if name != simulatorProcess && name != benchmarkProcess {
 			total += u.CPUSeconds - start[name].CPUSeconds
 		}
 	}
@@ -591,7 +583,8 @@ func sampleTimeline(start time.Time, s *simulator, t *tracker, procs map[string]
 		defer tick.Stop()
 		for {
 			_, synced := t.counts()
-			res.Timeline = append(res.Timeline, sample{At: time.Since(start), Delivered: s.fleet.Stats().Works, Synced: int64(synced),
+			st, _ := s.stats(context.Background())
+			res.Timeline = append(res.Timeline, sample{At: time.Since(start), Delivered: st.Works, Synced: int64(synced),
 				ControllerRSS: rss("controller"), ServerRSS: rss("server"), APIServerRSS: rss("kube-apiserver"),
 				SimulatorRSS: rss(simulatorProcess)})
 			select {
