@@ -8,6 +8,7 @@ package appsetreport
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -45,18 +46,21 @@ type Options struct {
 	Interval time.Duration
 	// Workers is the number of reports evaluated at once.
 	Workers int
+	// WriteBytesPerSecond bounds the bytes of reports written per second, all reports together (0: no bound).
+	WriteBytesPerSecond int
 	// Limits bound the size of a report.
 	Limits Limits
 }
 
 // DefaultOptions are the defaults of `argocd-pull controller`.
 func DefaultOptions() Options {
-	return Options{Interval: 5 * time.Second, Workers: 2, Limits: DefaultLimits()}
+	return Options{Interval: 5 * time.Second, Workers: 2, WriteBytesPerSecond: 64 << 10, Limits: DefaultLimits()}
 }
 
 // AddFlags registers the flags of the report.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Interval, "appset-report-interval", o.Interval, "Least time between two writes of one MulticlusterApplicationSetReport; changes in between are written together")
+	fs.IntVar(&o.WriteBytesPerSecond, "appset-report-write-bytes-per-second", o.WriteBytesPerSecond, "Most bytes of MulticlusterApplicationSetReports written per second, all reports together; writes over it are put off and show the state of when they are made (0: no bound)")
 	fs.IntVar(&o.Limits.MaxClusterConditions, "appset-report-max-clusters", o.Limits.MaxClusterConditions, "Most per-cluster entries in a MulticlusterApplicationSetReport; larger ApplicationSets list only the Applications that are not Synced and Healthy")
 }
 
@@ -65,6 +69,9 @@ func (o *Options) Validate() error {
 	var errs []error
 	if o.Interval <= 0 {
 		errs = append(errs, errors.New("--appset-report-interval must be positive"))
+	}
+	if o.WriteBytesPerSecond < 0 {
+		errs = append(errs, errors.New("--appset-report-write-bytes-per-second must not be negative"))
 	}
 	if o.Limits.MaxClusterConditions < 0 {
 		errs = append(errs, errors.New("--appset-report-max-clusters must not be negative"))
@@ -91,6 +98,7 @@ type Reconciler struct {
 	// now is the clock; time.Now when nil.
 	now      func() time.Time
 	coalesce *coalescer
+	budget   *writeBudget
 }
 
 // +kubebuilder:rbac:groups=apps.open-cluster-management.io,resources=multiclusterapplicationsetreports,verbs=get;list;watch;create;patch;delete
@@ -114,6 +122,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return err
 	}
 	r.coalesce = newCoalescer(r.Options.Interval)
+	r.budget = newWriteBudget(r.Options.WriteBytesPerSecond, r.Options.Interval)
 	if err := indexApplications(ctx, mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("index applications by applicationset: %w", err)
 	}
@@ -149,9 +158,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if len(apps) == 0 {
 		// The ApplicationSet is gone, going, or has no pull-model Application: no report.
+		r.budget.forget(req.NamespacedName)
 		return ctrl.Result{}, r.deleteReport(ctx, current)
 	}
-	return ctrl.Result{}, r.applyReport(ctx, current, Build(appSet, apps, r.Options.Limits))
+	return r.applyReport(ctx, current, Build(appSet, apps, r.Options.Limits))
 }
 
 // getAppSet returns the ApplicationSet's metadata, or nil when it does not exist or is being deleted.
@@ -215,22 +225,33 @@ func (r *Reconciler) deleteReport(ctx context.Context, report *v1alpha1.Multiclu
 	return nil
 }
 
-// applyReport writes the desired report with server-side apply when it differs from the current one.
-func (r *Reconciler) applyReport(ctx context.Context, current, desired *v1alpha1.MulticlusterApplicationSetReport) error {
+// applyReport writes the desired report with server-side apply when it differs from the current one and the
+// write budget has room for it; otherwise it asks to be evaluated again when the budget has.
+func (r *Reconciler) applyReport(ctx context.Context, current, desired *v1alpha1.MulticlusterApplicationSetReport) (ctrl.Result, error) {
+	key := types.NamespacedName{Namespace: desired.Namespace, Name: desired.Name}
 	if upToDate(current, desired) {
-		return nil
+		r.budget.forget(key)
+		return ctrl.Result{}, nil
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
 	if err != nil {
-		return fmt.Errorf("encode multiclusterapplicationsetreport %s: %w", klog.KObj(desired), err)
+		return ctrl.Result{}, fmt.Errorf("encode multiclusterapplicationsetreport %s: %w", klog.KObj(desired), err)
+	}
+	size, err := json.Marshal(obj)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("encode multiclusterapplicationsetreport %s: %w", klog.KObj(desired), err)
+	}
+	if wait := r.budget.take(key, len(size), r.clock()); wait > 0 {
+		log.FromContext(ctx).V(1).Info("Report write put off by the write budget", "after", wait, "bytes", len(size))
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	u := &unstructured.Unstructured{Object: obj}
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply multiclusterapplicationsetreport %s: %w", klog.KObj(desired), err)
+		return ctrl.Result{}, fmt.Errorf("apply multiclusterapplicationsetreport %s: %w", klog.KObj(desired), err)
 	}
 	writes.WithLabelValues("apply").Inc()
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // upToDate reports whether the current report already has the desired label, owner and statuses.

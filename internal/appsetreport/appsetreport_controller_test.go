@@ -10,12 +10,15 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
 	"github.com/argocd-pull/argocd-pull/internal/application"
@@ -439,3 +442,94 @@ func reportWrites(t *testing.T) float64 {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestReportWritesWithinBudget churns the Applications of three ApplicationSets at once with a write budget
+// that takes about two report writes per second, all reports together: without the budget they would be
+// written six times per second (each at every interval). Each report still ends with the last state.
+func TestReportWritesWithinBudget(t *testing.T) {
+	const (
+		interval = 500 * time.Millisecond
+		sets     = 3
+		apps     = 10
+		churn    = 6 * time.Second
+	)
+	c := hubClient(t)
+	opts := options(interval)
+	opts.WriteBytesPerSecond = 1000 // an interval's worth, 500 bytes, at once; every report is larger
+	startReporter(t, opts)
+	ns := namespace(t, c)
+	for s := range sets {
+		appSet := testutil.CreateAppSet(t, c, ns, fmt.Sprintf("set-%d", s))
+		for i := range apps {
+			createApp(t, c, appSet, fmt.Sprintf("set-%d-c%02d", s, i), fmt.Sprintf("c%02d", i), appStatus("Synced", "Healthy"))
+		}
+	}
+	for s := range sets {
+		waitReport(t, c, ns, fmt.Sprintf("set-%d", s), expectSummary(fmt.Sprintf("%d/%d/0/%d/0/0", apps, apps, apps)))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := c.Watch(ctx, &v1alpha1.MulticlusterApplicationSetReportList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var writes atomic.Int32
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Modified {
+				writes.Add(1)
+			}
+		}
+	}()
+
+	start := time.Now()
+	var changes atomic.Int32
+	var wg sync.WaitGroup
+	for s := range sets {
+		wg.Go(func() {
+			for n := 0; time.Since(start) < churn; n++ {
+				st := appStatus("Synced", "Degraded", withCondition("ComparisonError", fmt.Sprintf("change %d", n)))
+				if n%2 == 1 {
+					st = appStatus("Synced", "Healthy")
+				}
+				if err := patchStatus(c, ns, fmt.Sprintf("set-%d-c%02d", s, n%apps), st); err != nil {
+					t.Error(err)
+					return
+				}
+				changes.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	for s := range sets {
+		for i := range apps {
+			st := appStatus("Synced", "Healthy")
+			if i == s {
+				st = appStatus("Synced", "Degraded", withCondition("ComparisonError", "the last word"))
+			}
+			setStatus(t, c, ns, fmt.Sprintf("set-%d-c%02d", s, i), st)
+		}
+	}
+	for s := range sets {
+		waitReport(t, c, ns, fmt.Sprintf("set-%d", s), func(r *v1alpha1.MulticlusterApplicationSetReport) error {
+			if e := entryFor(r, fmt.Sprintf("c%02d", s)); e == nil || len(e.Conditions) != 1 || e.Conditions[0].Message != "the last word" {
+				return fmt.Errorf("entry c%02d = %+v, want the last change", s, e)
+			}
+			return expectSummary(fmt.Sprintf("%d/%d/0/%d/1/0", apps, apps, apps-1))(r)
+		})
+	}
+	total := time.Since(start)
+	cancel()
+	// Two writes per second, one burst, and a write put off per report that came due after the churn.
+	maxWrites := int(math.Ceil(2*total.Seconds())) + 1 + sets
+	t.Logf("%d status changes; the reports were written %d times in %v (at most %d allowed, %d without the budget)",
+		changes.Load(), writes.Load(), total.Round(time.Millisecond), maxWrites, int(math.Ceil(total.Seconds()/interval.Seconds()))*sets)
+	if int(writes.Load()) > maxWrites {
+		t.Errorf("%d report writes in %v, want at most %d", writes.Load(), total, maxWrites)
+	}
+	if int(changes.Load()) < 5*maxWrites {
+		t.Errorf("only %d changes: the test did not churn", changes.Load())
+	}
+}
