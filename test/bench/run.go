@@ -77,9 +77,9 @@ type Result struct {
 	// from the delete of the ApplicationSets until nothing was left.
 	DeleteRequests   requestCounts
 	DeleteProcessCPU map[string]float64
-	Orphans                        int
-	Requests                       requestCounts
-	Usage                          map[string]usage
+	Orphans          int
+	Requests         requestCounts
+	Usage            map[string]usage
 	// FloorCPU and FloorRequests are what the floor cost the hub (apiserver and etcd); SyncedCPU and
 	// SyncedRequests what the fleet's hub-side processes (the simulator excluded) spent from the first create
 	// until every Application was Synced and Healthy: the same work, so per Application they compare.
@@ -90,8 +90,8 @@ type Result struct {
 	// FloorAppBytes and AppBytes are the mean size of a hub Application, as JSON, once its status is written:
 	// every write and every watch event of an Application costs the apiserver in proportion to it.
 	FloorAppBytes, AppBytes int
-	PostgresBytes                 int64
-	Timeline                      []sample
+	PostgresBytes           int64
+	Timeline                []sample
 	// Stopped says why the run ended before its last step; empty when it finished.
 	Stopped string
 }
