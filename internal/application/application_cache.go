@@ -9,8 +9,8 @@ import (
 )
 
 // CacheOptions caches only pull-model Applications, as argocd.Application: typed metadata without
-// managedFields, spec and operation as raw JSON, and a summary of the status (with the hash of the whole one)
-// instead of the status. A full Application status can be tens of kilobytes, and a decoded unstructured
+// managedFields (and with the strings that repeat from Application to Application shared), spec and operation
+// as raw JSON, and a summary of the status (with the hash of the whole one) instead of the status. A full Application status can be tens of kilobytes, and a decoded unstructured
 // Application several kilobytes more; at 150,000 Applications the cache would not fit in memory otherwise.
 func CacheOptions() cache.ByObject {
 	return cache.ByObject{
@@ -27,6 +27,7 @@ func compactApplication(obj any) (any, error) {
 		return obj, nil
 	}
 	app.ManagedFields = nil
+	argocd.InternMetadata(&app.ObjectMeta)
 	if err := app.Compact(); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,8 +28,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, er
 			return ctrl.Result{}, err
 		}
 		for _, w := range works {
-			if w.DeletionTimestamp.IsZero() {
-				work = w
+			if !w.DeletionTimestamp.IsZero() {
+				continue
+			}
+			// The list may leave the status out; the work itself has it.
+			if work, err = r.Works.Get(ctx, w.Namespace, w.Name); err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, fmt.Errorf("get work %s/%s: %w", w.Namespace, w.Name, err)
+			}
+			if work != nil {
 				break
 			}
 		}

@@ -142,9 +142,9 @@ func (a *Application) Compact() error {
 		if s.Hash, err = rawStatusHash(a.Status); err != nil {
 			return fmt.Errorf("decode status of application %s/%s: %w", a.Namespace, a.Name, err)
 		}
-		s.Sync, s.Revision = f.Sync.Status, f.Sync.Revision
-		s.Health, s.HealthMessage = f.Health.Status, f.Health.Message
-		s.OperationPhase, s.OperationStartedAt = f.OperationState.Phase, f.OperationState.StartedAt
+		s.Sync, s.Revision = interned.intern(f.Sync.Status), InternShort(f.Sync.Revision)
+		s.Health, s.HealthMessage = interned.intern(f.Health.Status), f.Health.Message
+		s.OperationPhase, s.OperationStartedAt = interned.intern(f.OperationState.Phase), f.OperationState.StartedAt
 		s.OperationFinishedAt, s.OperationMessage = f.OperationState.FinishedAt, f.OperationState.Message
 		s.Conditions = f.Conditions
 		s.Resources, s.ResourceCount = EncodeResourceRefs(f.Resources)

@@ -118,7 +118,9 @@ func (g *GRPC) run(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	g.store.replace(works)
+	if err := g.store.replace(works); err != nil {
+		klog.FromContext(ctx).Error(err, "Could not store some of the works listed from the server")
+	}
 	g.events.Subscribe(ctx, g.store.HandleReceivedResource)
 	g.resyncOnSubscribe(ctx, g.events)
 }
@@ -324,23 +326,18 @@ func (g *GRPC) Delete(ctx context.Context, namespace, name string) error {
 	return nil
 }
 
-// Get returns a copy of a stored work.
+// Get returns a copy of a stored work, with its status.
 func (g *GRPC) Get(_ context.Context, namespace, name string) (*workv1.ManifestWork, error) {
 	w, ok, _ := g.store.Get(context.Background(), namespace, name)
 	if !ok {
 		return nil, apierrors.NewNotFound(common.ManifestWorkGR, name)
 	}
-	return w.DeepCopy(), nil
+	return w, nil
 }
 
-// ListForApplication returns copies of the works of a hub Application.
+// ListForApplication returns copies of the works of a hub Application, without their status.
 func (g *GRPC) ListForApplication(_ context.Context, appNamespace, appName string) ([]*workv1.ManifestWork, error) {
-	works := g.store.forApplication(appNamespace + "/" + appName)
-	out := make([]*workv1.ManifestWork, 0, len(works))
-	for _, w := range works {
-		out = append(out, w.DeepCopy())
-	}
-	return out, nil
+	return g.store.forApplication(appNamespace + "/" + appName), nil
 }
 
 // Informer returns the store, which delivers the works' events.

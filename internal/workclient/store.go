@@ -1,13 +1,13 @@
 package workclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -25,15 +25,17 @@ import (
 
 // workStore is the grpc transport's cache of the works this source owns. It is the sdk-go source client's
 // ClientWatcherStore (the client reads and updates it, and hands it the status events from the server) and it
-// is the informer the controllers watch. Works are indexed by UID, by namespace/name and by hub Application,
-// and kept without their spec: the server holds the specs, the controllers need metadata (with the spec hash)
-// and status.
+// is the informer the controllers watch. Works are indexed by UID, by namespace/name, by namespace and by hub
+// Application, and kept without their spec: the server holds the specs, the controllers need metadata (with
+// the spec hash) and status. Their status is kept compact (keptWork); Get and List rebuild works in full,
+// and the event handlers receive the works' metadata.
 type workStore struct {
-	mu       sync.RWMutex
-	byKey    map[string]*workv1.ManifestWork // namespace/name
-	byUID    map[kubetypes.UID]string        // uid -> namespace/name
-	byApp    map[string]map[string]struct{}  // hub application key -> namespace/name set
-	handlers []*registration
+	mu          sync.RWMutex
+	byKey       map[string]*keptWork         // namespace/name
+	byUID       map[kubetypes.UID]string       // uid -> namespace/name
+	byApp       map[string]map[string]struct{} // hub application key -> namespace/name set
+	byNamespace map[string]map[string]struct{} // namespace (cluster) -> namespace/name set
+	handlers    []*registration
 	synced   bool
 	// removed remembers works that a Deleted status removed, for tombstoneTTL: the source client stores a
 	// deletion after it published it, and with a quick agent the final status can come first. removedOrder
@@ -58,59 +60,84 @@ var (
 
 func newWorkStore() *workStore {
 	return &workStore{
-		byKey:   map[string]*workv1.ManifestWork{},
-		byUID:   map[kubetypes.UID]string{},
-		byApp:   map[string]map[string]struct{}{},
-		removed: map[kubetypes.UID]time.Time{},
+		byKey:       map[string]*keptWork{},
+		byUID:       map[kubetypes.UID]string{},
+		byApp:       map[string]map[string]struct{}{},
+		byNamespace: map[string]map[string]struct{}{},
+		removed:     map[kubetypes.UID]time.Time{},
 	}
 }
 
 func storeKey(namespace, name string) string { return namespace + "/" + name }
 
 // replace loads the works listed from the server and marks the store synced.
-func (s *workStore) replace(works []*workv1.ManifestWork) {
+func (s *workStore) replace(works []*workv1.ManifestWork) error {
 	s.mu.Lock()
+	added := make([]*workv1.ManifestWork, 0, len(works))
+	var errs []error
 	for _, w := range works {
-		s.put(w)
+		_, stored, err := s.put(w)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		added = append(added, stored.metadata())
 	}
 	s.synced = true
 	handlers := append([]*registration(nil), s.handlers...)
 	s.mu.Unlock()
-	for _, w := range works {
+	for _, w := range added {
 		for _, h := range handlers {
 			h.handler.OnAdd(w, true)
 		}
 	}
+	return errors.Join(errs...)
 }
 
-// put stores a work (without manifests); the caller holds the lock. The source client writes a work it read
-// and patched; when a newer status arrived in between, the stored status wins.
-func (s *workStore) put(w *workv1.ManifestWork) *workv1.ManifestWork {
-	w = slim(w)
+// put stores a work (without its spec) and returns the one it replaced, if any, and the one stored; the
+// caller holds the lock. The source client writes a work it read and patched; when a newer status arrived in
+// between, the stored status wins.
+func (s *workStore) put(w *workv1.ManifestWork) (old, stored *keptWork, err error) {
+	sw, err := compactWork(w)
+	if err != nil {
+		return nil, nil, err
+	}
 	key := storeKey(w.Namespace, w.Name)
-	old := s.byKey[key]
+	old = s.byKey[key]
 	if old != nil {
-		s.unindexApp(old, key)
-		if oldSeq := old.Annotations[common.CloudEventsSequenceIDAnnotationKey]; oldSeq != w.Annotations[common.CloudEventsSequenceIDAnnotationKey] {
-			if newer, err := utils.CompareSnowflakeSequenceIDs(w.Annotations[common.CloudEventsSequenceIDAnnotationKey], oldSeq); err == nil && newer {
-				if w.Annotations == nil {
-					w.Annotations = map[string]string{}
+		s.unindex(old, key)
+		if oldSeq := old.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey]; oldSeq != sw.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey] {
+			if newer, err := utils.CompareSnowflakeSequenceIDs(sw.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey], oldSeq); err == nil && newer {
+				if sw.meta.Annotations == nil {
+					sw.meta.Annotations = map[string]string{}
 				}
-				w.Annotations[common.CloudEventsSequenceIDAnnotationKey] = oldSeq
-				w.Status = old.Status
-				w.Finalizers = old.Finalizers
+				sw.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey] = oldSeq
+				sw.status = old.status
+				sw.meta.Finalizers = old.meta.Finalizers
 			}
 		}
 	}
-	s.byKey[key] = w
-	s.byUID[w.UID] = key
-	if app := ApplicationKey(w); app != "" {
-		if s.byApp[app] == nil {
-			s.byApp[app] = map[string]struct{}{}
-		}
-		s.byApp[app][key] = struct{}{}
+	s.byKey[key] = sw
+	s.byUID[sw.meta.UID] = key
+	if app := ApplicationKey(sw.metadata()); app != "" {
+		addToIndex(s.byApp, app, key)
 	}
-	return old
+	addToIndex(s.byNamespace, sw.meta.Namespace, key)
+	return old, sw, nil
+}
+
+func addToIndex(index map[string]map[string]struct{}, value, key string) {
+	if index[value] == nil {
+		index[value] = map[string]struct{}{}
+	}
+	index[value][key] = struct{}{}
+}
+
+func removeFromIndex(index map[string]map[string]struct{}, value, key string) {
+	delete(index[value], key)
+	if len(index[value]) == 0 {
+		delete(index, value)
+	}
 }
 
 // tombstone remembers a removed work and forgets the ones older than tombstoneTTL; the caller holds the lock.
@@ -131,36 +158,23 @@ func (s *workStore) tombstone(uid kubetypes.UID) {
 	s.removed[uid] = now
 }
 
-// slim copies a work without its spec and its managed fields.
-func slim(w *workv1.ManifestWork) *workv1.ManifestWork {
-	out := &workv1.ManifestWork{TypeMeta: w.TypeMeta}
-	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	out.ManagedFields = nil
-	w.Status.DeepCopyInto(&out.Status)
-	return out
-}
-
-func (s *workStore) remove(w *workv1.ManifestWork) *workv1.ManifestWork {
-	key := storeKey(w.Namespace, w.Name)
+func (s *workStore) remove(namespace, name string) *keptWork {
+	key := storeKey(namespace, name)
 	old := s.byKey[key]
 	if old == nil {
 		return nil
 	}
 	delete(s.byKey, key)
-	delete(s.byUID, old.UID)
-	s.unindexApp(old, key)
+	delete(s.byUID, old.meta.UID)
+	s.unindex(old, key)
 	return old
 }
 
-func (s *workStore) unindexApp(w *workv1.ManifestWork, key string) {
-	app := ApplicationKey(w)
-	if app == "" {
-		return
+func (s *workStore) unindex(w *keptWork, key string) {
+	if app := ApplicationKey(w.metadata()); app != "" {
+		removeFromIndex(s.byApp, app, key)
 	}
-	delete(s.byApp[app], key)
-	if len(s.byApp[app]) == 0 {
-		delete(s.byApp, app)
-	}
+	removeFromIndex(s.byNamespace, w.meta.Namespace, key)
 }
 
 // Add stores a work the source client created and tells the handlers.
@@ -176,10 +190,12 @@ func (s *workStore) Add(obj runtime.Object) error {
 		return nil
 	}
 	delete(s.removed, w.UID)
-	old := s.put(w)
-	stored := s.byKey[storeKey(w.Namespace, w.Name)]
+	old, stored, err := s.put(w)
 	handlers := append([]*registration(nil), s.handlers...)
 	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	s.notify(handlers, old, stored)
 	return nil
 }
@@ -194,23 +210,24 @@ func (s *workStore) Delete(obj runtime.Object) error {
 		return fmt.Errorf("unexpected object %T", obj)
 	}
 	s.mu.Lock()
-	old := s.remove(w)
+	old := s.remove(w.Namespace, w.Name)
 	handlers := append([]*registration(nil), s.handlers...)
 	s.mu.Unlock()
 	if old != nil {
 		for _, h := range handlers {
-			h.handler.OnDelete(old)
+			h.handler.OnDelete(old.metadata())
 		}
 	}
 	return nil
 }
 
-func (s *workStore) notify(handlers []*registration, old, stored *workv1.ManifestWork) {
+// notify tells the handlers of a stored work, with the works' metadata.
+func (s *workStore) notify(handlers []*registration, old, stored *keptWork) {
 	for _, h := range handlers {
 		if old == nil {
-			h.handler.OnAdd(stored, false)
+			h.handler.OnAdd(stored.metadata(), false)
 		} else {
-			h.handler.OnUpdate(old, stored)
+			h.handler.OnUpdate(old.metadata(), stored.metadata())
 		}
 	}
 }
@@ -222,13 +239,15 @@ func (s *workStore) HandleReceivedResource(ctx context.Context, received *workv1
 	logger := klog.FromContext(ctx).WithValues("workUID", received.UID)
 	s.mu.Lock()
 	last := s.byKey[s.byUID[received.UID]]
-	old, stored, deleted := s.applyStatus(logger, last, received)
+	old, stored, deleted, err := s.applyStatus(logger, last, received)
 	handlers := append([]*registration(nil), s.handlers...)
 	s.mu.Unlock()
 	switch {
+	case err != nil:
+		return err
 	case deleted != nil:
 		for _, h := range handlers {
-			h.handler.OnDelete(deleted)
+			h.handler.OnDelete(deleted.metadata())
 		}
 	case stored != nil:
 		s.notify(handlers, old, stored)
@@ -238,37 +257,50 @@ func (s *workStore) HandleReceivedResource(ctx context.Context, received *workv1
 
 // applyStatus decides what a status event does to the stored work; the caller holds the lock. It returns the
 // work before and after an update, or the removed work.
-func (s *workStore) applyStatus(logger klog.Logger, last, received *workv1.ManifestWork) (old, stored, deleted *workv1.ManifestWork) {
+func (s *workStore) applyStatus(logger klog.Logger, last *keptWork, received *workv1.ManifestWork) (old, stored, deleted *keptWork, err error) {
 	if last == nil {
 		// A status of a work deleted here already (its final "Deleted" status, or one that crossed the delete).
 		logger.V(2).Info("Ignoring the status of an unknown work")
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	if meta.IsStatusConditionTrue(received.Status.Conditions, common.ResourceDeleted) {
-		s.tombstone(last.UID)
-		return nil, nil, s.remove(last)
+		s.tombstone(last.meta.UID)
+		return nil, nil, s.remove(last.meta.Namespace, last.meta.Name), nil
 	}
 	// A status for a newer generation than stored is kept: the source client publishes an update before it
 	// stores the new generation, so the agent's answer can arrive first. put keeps the newer status when the
 	// update is stored.
 	seq := received.Annotations[common.CloudEventsSequenceIDAnnotationKey]
-	newer, err := utils.CompareSnowflakeSequenceIDs(last.Annotations[common.CloudEventsSequenceIDAnnotationKey], seq)
+	newer, err := utils.CompareSnowflakeSequenceIDs(last.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey], seq)
 	if err != nil {
 		logger.Error(err, "Ignoring a status with an invalid sequence ID", "sequenceID", seq)
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
-	if !newer || equality.Semantic.DeepEqual(last.Status, received.Status) {
-		return nil, nil, nil
+	if !newer {
+		return nil, nil, nil, nil
 	}
-	updated := last.DeepCopy()
-	if updated.Annotations == nil {
-		updated.Annotations = map[string]string{}
+	status, err := encodeStatus(&received.Status)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("store the status of work %s/%s: %w", last.meta.Namespace, last.meta.Name, err)
 	}
-	updated.Annotations[common.CloudEventsSequenceIDAnnotationKey] = seq
-	updated.Finalizers = utils.EnsureManifestWorkFinalizer(updated.Finalizers)
-	updated.Status = received.Status
-	old = s.put(updated)
-	return old, s.byKey[storeKey(updated.Namespace, updated.Name)], nil
+	if bytes.Equal(status, last.status) {
+		return nil, nil, nil, nil
+	}
+	updated := &keptWork{status: status}
+	last.meta.DeepCopyInto(&updated.meta)
+	if updated.meta.Annotations == nil {
+		updated.meta.Annotations = map[string]string{}
+	}
+	updated.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey] = seq
+	updated.meta.Finalizers = utils.EnsureManifestWorkFinalizer(updated.meta.Finalizers)
+	key := storeKey(updated.meta.Namespace, updated.meta.Name)
+	s.unindex(last, key)
+	s.byKey[key] = updated
+	if app := ApplicationKey(updated.metadata()); app != "" {
+		addToIndex(s.byApp, app, key)
+	}
+	addToIndex(s.byNamespace, updated.meta.Namespace, key)
+	return last, updated, nil, nil
 }
 
 // GetWatcher is not used: the controllers take events from the store's handlers.
@@ -288,10 +320,19 @@ func (s *workStore) List(_ context.Context, namespace string, opts metav1.ListOp
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	list := &store.ResourceList[*workv1.ManifestWork]{}
-	for _, w := range s.byKey {
-		if (namespace == "" || w.Namespace == namespace) && selector.Matches(labels.Set(w.Labels)) {
-			list.Items = append(list.Items, w)
+	add := func(w *keptWork) {
+		if selector.Matches(labels.Set(w.meta.Labels)) {
+			list.Items = append(list.Items, w.work())
 		}
+	}
+	if namespace == "" {
+		for _, w := range s.byKey {
+			add(w)
+		}
+		return list, nil
+	}
+	for key := range s.byNamespace[namespace] {
+		add(s.byKey[key])
 	}
 	return list, nil
 }
@@ -305,24 +346,29 @@ func (s *workStore) ListAll(ctx context.Context) ([]*workv1.ManifestWork, error)
 	return l.Items, nil
 }
 
-// Get returns a stored work.
+// Get returns a stored work, rebuilt in full.
 func (s *workStore) Get(_ context.Context, namespace, name string) (*workv1.ManifestWork, bool, error) {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	w, ok := s.byKey[storeKey(namespace, name)]
-	return w, ok, nil
+	s.mu.RUnlock()
+	if !ok {
+		return nil, false, nil
+	}
+	return w.work(), true, nil
 }
 
 // HasInitiated reports whether the works were listed from the server.
 func (s *workStore) HasInitiated() bool { return s.HasSynced() }
 
-// forApplication returns the works of a hub Application.
+// forApplication returns copies of the metadata of a hub Application's works.
 func (s *workStore) forApplication(appKey string) []*workv1.ManifestWork {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make([]*workv1.ManifestWork, 0, len(s.byApp[appKey]))
 	for key := range s.byApp[appKey] {
-		out = append(out, s.byKey[key])
+		w := &workv1.ManifestWork{TypeMeta: workTypeMeta}
+		s.byKey[key].meta.DeepCopyInto(&w.ObjectMeta)
+		out = append(out, w)
 	}
 	return out
 }
@@ -331,12 +377,8 @@ func (s *workStore) forApplication(appKey string) []*workv1.ManifestWork {
 func (s *workStore) namespaces() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	seen := map[string]struct{}{}
-	for _, w := range s.byKey {
-		seen[w.Namespace] = struct{}{}
-	}
-	out := make([]string, 0, len(seen))
-	for ns := range seen {
+	out := make([]string, 0, len(s.byNamespace))
+	for ns := range s.byNamespace {
 		out = append(out, ns)
 	}
 	return out
@@ -349,9 +391,9 @@ func (s *workStore) stuckDeletions(before time.Time) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, w := range s.byKey {
-		if !w.DeletionTimestamp.IsZero() && w.DeletionTimestamp.Time.Before(before) && !seen[w.Namespace] {
-			seen[w.Namespace] = true
-			out = append(out, w.Namespace)
+		if !w.meta.DeletionTimestamp.IsZero() && w.meta.DeletionTimestamp.Time.Before(before) && !seen[w.meta.Namespace] {
+			seen[w.meta.Namespace] = true
+			out = append(out, w.meta.Namespace)
 		}
 	}
 	return out
@@ -372,7 +414,7 @@ func (s *workStore) AddEventHandler(h toolscache.ResourceEventHandler) (toolscac
 	s.handlers = append(s.handlers, reg)
 	existing := make([]*workv1.ManifestWork, 0, len(s.byKey))
 	for _, w := range s.byKey {
-		existing = append(existing, w)
+		existing = append(existing, w.metadata())
 	}
 	s.mu.Unlock()
 	for _, w := range existing {

@@ -36,10 +36,11 @@ type Client interface {
 	Delete(ctx context.Context, namespace, name string) error
 	// Get returns a work from the client's cache, or an error for which apierrors.IsNotFound is true.
 	Get(ctx context.Context, namespace, name string) (*workv1.ManifestWork, error)
-	// ListForApplication returns the cached works of a hub Application, in every cluster.
+	// ListForApplication returns the cached works of a hub Application, in every cluster. Their status may be
+	// left out (the grpc transport leaves it out): Get returns a work with its status.
 	ListForApplication(ctx context.Context, appNamespace, appName string) ([]*workv1.ManifestWork, error)
 	// Informer delivers the add, update and delete events of the works. It is synced once the transport has
-	// all the works.
+	// all the works. The works of the events may come without their status (the grpc transport's do).
 	Informer() cache.Informer
 	// Ready returns why the transport cannot deliver now, or nil: the works are not loaded yet, or the
 	// server behind the transport does not answer.

@@ -1,0 +1,5 @@
+//go:build !race
+
+package workclient
+
+const raceEnabled = false

@@ -1,0 +1,311 @@
+package workclient
+
+import (
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+)
+
+// keptWork is a work as the grpc transport's store keeps it: its metadata and its status encoded. A work's
+// status as the agent reports it is several kilobytes: conditions for every manifest and, for the
+// Application, the feedback of each status section as raw JSON. Kept as received, 150,000 works took more than
+// a gigabyte of the controller's memory. The store keeps the same content in a compact binary encoding,
+// compressed, and the strings every work's metadata repeats shared. A work is rebuilt in full when it is read
+// (Get, List), and only its metadata goes to event handlers.
+type keptWork struct {
+	meta metav1.ObjectMeta
+	// status is the status encoded by encodeStatus; nil for an empty status.
+	status []byte
+}
+
+func compactWork(w *workv1.ManifestWork) (*keptWork, error) {
+	k := &keptWork{}
+	w.ObjectMeta.DeepCopyInto(&k.meta)
+	k.meta.ManagedFields = nil
+	argocd.InternMetadata(&k.meta)
+	status, err := encodeStatus(&w.Status)
+	if err != nil {
+		return nil, fmt.Errorf("store work %s/%s: %w", w.Namespace, w.Name, err)
+	}
+	k.status = status
+	return k, nil
+}
+
+// metadata returns the work without its status; the caller must not modify it.
+func (k *keptWork) metadata() *workv1.ManifestWork {
+	return &workv1.ManifestWork{TypeMeta: workTypeMeta, ObjectMeta: k.meta}
+}
+
+// work rebuilds the whole work (without its spec, which the server keeps), for the caller to keep or modify.
+func (k *keptWork) work() *workv1.ManifestWork {
+	w := &workv1.ManifestWork{TypeMeta: workTypeMeta}
+	k.meta.DeepCopyInto(&w.ObjectMeta)
+	if k.status != nil {
+		status, err := decodeStatus(k.status)
+		if err != nil {
+			// The store encoded these bytes itself: they cannot be wrong.
+			panic(fmt.Sprintf("decode the stored status of work %s/%s: %v", k.meta.Namespace, k.meta.Name, err))
+		}
+		w.Status = status
+	}
+	return w
+}
+
+var workTypeMeta = metav1.TypeMeta{APIVersion: workv1.GroupVersion.String(), Kind: "ManifestWork"}
+
+// A status is encoded field after field: strings (and raw JSON) as a length and bytes, integers as varints,
+// times as seconds and nanoseconds, lists as a count then their items. Encodings over compressAbove bytes are
+// compressed with DEFLATE; the first byte says whether.
+const (
+	encodingPlain   = 0
+	encodingDeflate = 1
+	compressAbove   = 256
+)
+
+// Which values of a FieldValue are set.
+const (
+	valueInteger = 1 << iota
+	valueString
+	valueBoolean
+	valueJSONRaw
+)
+
+var flateWriters = sync.Pool{New: func() any {
+	w, _ := flate.NewWriter(nil, flate.BestSpeed)
+	return w
+}}
+
+// encodeStatus encodes a work's status; an empty status encodes as nil.
+func encodeStatus(st *workv1.ManifestWorkStatus) ([]byte, error) {
+	if len(st.Conditions) == 0 && len(st.ResourceStatus.Manifests) == 0 {
+		return nil, nil
+	}
+	b := appendConditions(nil, st.Conditions)
+	b = binary.AppendUvarint(b, uint64(len(st.ResourceStatus.Manifests)))
+	for _, m := range st.ResourceStatus.Manifests {
+		r := m.ResourceMeta
+		b = binary.AppendVarint(b, int64(r.Ordinal))
+		for _, f := range []string{r.Group, r.Version, r.Kind, r.Resource, r.Name, r.Namespace} {
+			b = appendString(b, f)
+		}
+		b = appendConditions(b, m.Conditions)
+		b = appendFeedback(b, m.StatusFeedbacks.Values)
+	}
+	if len(b) <= compressAbove {
+		return append([]byte{encodingPlain}, b...), nil
+	}
+	var out bytes.Buffer
+	out.WriteByte(encodingDeflate)
+	w := flateWriters.Get().(*flate.Writer)
+	defer flateWriters.Put(w)
+	w.Reset(&out)
+	if _, err := w.Write(b); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return bytes.Clone(out.Bytes()), nil
+}
+
+func appendConditions(b []byte, conditions []metav1.Condition) []byte {
+	b = binary.AppendUvarint(b, uint64(len(conditions)))
+	for _, c := range conditions {
+		b = appendString(b, c.Type)
+		b = appendString(b, string(c.Status))
+		b = binary.AppendVarint(b, c.ObservedGeneration)
+		b = binary.AppendVarint(b, c.LastTransitionTime.Unix())
+		b = binary.AppendVarint(b, int64(c.LastTransitionTime.Nanosecond()))
+		b = appendString(b, c.Reason)
+		b = appendString(b, c.Message)
+	}
+	return b
+}
+
+func appendFeedback(b []byte, values []workv1.FeedbackValue) []byte {
+	b = binary.AppendUvarint(b, uint64(len(values)))
+	for _, v := range values {
+		b = appendString(b, v.Name)
+		b = appendString(b, string(v.Value.Type))
+		set := byte(0)
+		if v.Value.Integer != nil {
+			set |= valueInteger
+		}
+		if v.Value.String != nil {
+			set |= valueString
+		}
+		if v.Value.Boolean != nil {
+			set |= valueBoolean
+		}
+		if v.Value.JsonRaw != nil {
+			set |= valueJSONRaw
+		}
+		b = append(b, set)
+		if v.Value.Integer != nil {
+			b = binary.AppendVarint(b, *v.Value.Integer)
+		}
+		if v.Value.String != nil {
+			b = appendString(b, *v.Value.String)
+		}
+		if v.Value.Boolean != nil {
+			b = append(b, map[bool]byte{false: 0, true: 1}[*v.Value.Boolean])
+		}
+		if v.Value.JsonRaw != nil {
+			b = appendString(b, *v.Value.JsonRaw)
+		}
+	}
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+var errShortStatus = errors.New("short status encoding")
+
+// decodeStatus decodes encodeStatus.
+func decodeStatus(enc []byte) (workv1.ManifestWorkStatus, error) {
+	var st workv1.ManifestWorkStatus
+	if len(enc) == 0 {
+		return st, errShortStatus
+	}
+	b := enc[1:]
+	if enc[0] == encodingDeflate {
+		var err error
+		if b, err = io.ReadAll(flate.NewReader(bytes.NewReader(b))); err != nil {
+			return st, fmt.Errorf("inflate status: %w", err)
+		}
+	}
+	d := decoder{b: b}
+	st.Conditions = d.conditions()
+	if n := d.count(); n > 0 {
+		st.ResourceStatus.Manifests = make([]workv1.ManifestCondition, n)
+		for i := range st.ResourceStatus.Manifests {
+			m := &st.ResourceStatus.Manifests[i]
+			r := &m.ResourceMeta
+			r.Ordinal = int32(d.varint()) //nolint:gosec // written from an int32
+			r.Group, r.Version, r.Kind, r.Resource, r.Name, r.Namespace = d.string(), d.string(), d.string(), d.string(), d.string(), d.string()
+			m.Conditions = d.conditions()
+			m.StatusFeedbacks.Values = d.feedback()
+		}
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.err = errors.New("trailing bytes after the status")
+	}
+	return st, d.err
+}
+
+// decoder reads encodeStatus's encoding; the first error sticks.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) conditions() []metav1.Condition {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	out := make([]metav1.Condition, n)
+	for i := range out {
+		c := &out[i]
+		c.Type, c.Status = d.string(), metav1.ConditionStatus(d.string())
+		c.ObservedGeneration = d.varint()
+		sec, nsec := d.varint(), d.varint()
+		c.LastTransitionTime = metav1.NewTime(time.Unix(sec, nsec))
+		c.Reason, c.Message = d.string(), d.string()
+	}
+	return out
+}
+
+func (d *decoder) feedback() []workv1.FeedbackValue {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	out := make([]workv1.FeedbackValue, n)
+	for i := range out {
+		v := &out[i]
+		v.Name, v.Value.Type = d.string(), workv1.ValueType(d.string())
+		set := d.byte()
+		if set&valueInteger != 0 {
+			n := d.varint()
+			v.Value.Integer = &n
+		}
+		if set&valueString != 0 {
+			s := d.string()
+			v.Value.String = &s
+		}
+		if set&valueBoolean != 0 {
+			t := d.byte() == 1
+			v.Value.Boolean = &t
+		}
+		if set&valueJSONRaw != 0 {
+			s := d.string()
+			v.Value.JsonRaw = &s
+		}
+	}
+	return out
+}
+
+// count reads a list's length; it cannot exceed the bytes left.
+func (d *decoder) count() int {
+	if d.err != nil {
+		return 0
+	}
+	n, l := binary.Uvarint(d.b)
+	if l <= 0 || n > uint64(len(d.b)) {
+		d.err = errShortStatus
+		return 0
+	}
+	d.b = d.b[l:]
+	return int(n)
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) < 1 {
+		d.err = errShortStatus
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errShortStatus
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	if d.err != nil {
+		return ""
+	}
+	l, n := binary.Uvarint(d.b)
+	if n <= 0 || uint64(len(d.b)-n) < l {
+		d.err = errShortStatus
+		return ""
+	}
+	s := string(d.b[n : n+int(l)])
+	d.b = d.b[n+int(l):]
+	return s
+}
