@@ -31,12 +31,12 @@ import (
 // and the event handlers receive the works' metadata.
 type workStore struct {
 	mu          sync.RWMutex
-	byKey       map[string]*keptWork         // namespace/name
+	byKey       map[string]*keptWork           // namespace/name
 	byUID       map[kubetypes.UID]string       // uid -> namespace/name
 	byApp       map[string]map[string]struct{} // hub application key -> namespace/name set
 	byNamespace map[string]map[string]struct{} // namespace (cluster) -> namespace/name set
 	handlers    []*registration
-	synced   bool
+	synced      bool
 	// removed remembers works that a Deleted status removed, for tombstoneTTL: the source client stores a
 	// deletion after it published it, and with a quick agent the final status can come first. removedOrder
 	// holds the same removals oldest first, so that expiring them does not scan the map.
