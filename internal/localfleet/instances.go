@@ -69,7 +69,6 @@ func (f *System) simulatedClusters() []string {
 	return nil
 }
 
-
 // startSimulators starts a sim process per server instance, each with an even share of the simulated clusters.
 func (f *System) startSimulators(ctx context.Context) error {
 	if f.Simulator == nil || f.Simulator.Clusters == 0 {
