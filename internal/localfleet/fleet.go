@@ -52,6 +52,10 @@ type Options struct {
 	// Simulated leaves the managed clusters to a simulator (argocd-pull sim): no managed apiservers, agents or
 	// Argo CD are started; the clusters are registered on the hub and, in the Maestro mode, on the server.
 	Simulated bool
+	// SimulatedConsole runs the console's hub side for Simulated clusters (Maestro mode): a hub redis behind
+	// argocd-pull server's redis proxy, its kube proxy, and the GitOpsCluster's console credentials, so that
+	// the simulator's console streams (sim --console) can be measured without an argocd-server.
+	SimulatedConsole bool
 	// ServerInstances is how many instances of argocd-pull server share the database (Maestro mode; 0 means
 	// one). The agents are spread over them by cluster, in turn; the controller uses the last one.
 	ServerInstances int
@@ -96,6 +100,7 @@ type System struct {
 	agents     map[string]*loopback.Process
 	argocd     map[string]*loopback.ArgoCD
 	appset     *loopback.Process
+	hubRedis   *loopback.Process
 	simulators []*simulatorProcess
 	relays     map[string][]*loopback.Relay
 	// realClusters are the managed clusters with an apiserver and an agent of their own.
@@ -118,31 +123,44 @@ type ConsoleEndpoints struct {
 	ClusterRedis                    map[string]string
 }
 
-// consoleOn reports whether the fleet runs the console: Maestro mode with real Argo CD on the managed clusters.
+// consoleOn reports whether the fleet runs the console: Maestro mode with real Argo CD on the managed clusters,
+// or with simulated clusters that answer it.
 func (o Options) consoleOn() bool {
-	return o.Transport == workclient.TransportGRPC && o.ArgoCD && !o.CMP && !o.Simulated
+	if o.Transport != workclient.TransportGRPC || o.CMP {
+		return false
+	}
+	if o.Simulated {
+		return o.SimulatedConsole
+	}
+	return o.ArgoCD
 }
 
 // planConsole chooses the console's addresses, which the server, the agents and the hub's Argo CD are told
-// before they start.
-func (f *System) planConsole() error {
+// before they start. Without Argo CD on the hub (simulated clusters), it starts the hub's redis itself.
+func (f *System) planConsole(ctx context.Context) error {
 	if !f.consoleOn() {
 		return nil
 	}
-	ports, err := loopback.FreePorts(3 + len(f.Clusters))
+	ports, err := loopback.FreePorts(3 + len(f.realClusters))
 	if err != nil {
 		return err
 	}
 	f.Console = ConsoleEndpoints{RedisProxy: addr(ports[0]), KubeProxy: addr(ports[1]), HubRedis: addr(ports[2]),
 		ClusterRedis: map[string]string{}}
-	for i, c := range f.Clusters {
+	for i, c := range f.realClusters {
 		f.Console.ClusterRedis[c] = addr(ports[3+i])
 	}
-	return nil
+	if f.Simulated {
+		f.hubRedis, f.Console.HubRedis, err = loopback.StartRedis(ctx, f.Env.Dir, "hub-redis")
+	}
+	return err
 }
 
 // ArgoCDNamespace is where Argo CD runs on every cluster, and where the hub's Applications live.
 const ArgoCDNamespace = "argocd"
+
+// GitOpsClusterName is the fleet's GitOpsCluster in ArgoCDNamespace.
+const GitOpsClusterName = "argocd-pull"
 
 // Start brings the fleet up. On error everything started is stopped. Its steps have no time limits of their
 // own: ctx's deadline bounds the whole start, and a step that takes a while says what it waits for.
@@ -186,7 +204,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		return nil, err
 	}
 	f.Dir = f.Env.Dir
-	if err := f.planConsole(); err != nil {
+	if err := f.planConsole(ctx); err != nil {
 		return nil, err
 	}
 	if f.Git, err = loopback.StartGitServer(f.Dir); err != nil {
@@ -517,7 +535,7 @@ func (f *System) hubArgoCDOptions() (loopback.HubArgoCDOptions, error) {
 // Stop stops everything.
 func (f *System) Stop() {
 	var procs []*loopback.Process
-	procs = append(procs, f.appset, f.controller)
+	procs = append(procs, f.appset, f.controller, f.hubRedis)
 	for _, p := range f.agents {
 		procs = append(procs, p)
 	}

@@ -78,7 +78,7 @@ func (f *System) prepareHub(ctx context.Context) error {
 		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c}})
 	}
 	placement := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: ArgoCDNamespace, Name: PlacementName}}
-	gitops := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ArgoCDNamespace, Name: "argocd-pull"},
+	gitops := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ArgoCDNamespace, Name: GitOpsClusterName},
 		Spec: v1alpha1.GitOpsClusterSpec{
 			ArgoServer:   v1alpha1.ArgoServerSpec{ArgoNamespace: ArgoCDNamespace},
 			PlacementRef: &corev1.ObjectReference{Kind: "Placement", APIVersion: clusterv1beta1.GroupVersion.String(), Name: PlacementName},

@@ -31,7 +31,8 @@ func TestSmallBenchmark(t *testing.T) {
 	for _, tr := range []string{"grpc", "kube"} {
 		sc := Scenario{Transport: tr, Clusters: 20, AppSets: 10, Concurrency: 16, QPS: 500, Burst: 1000,
 			SyncDelay: time.Second, Settle: 6 * time.Second, RestPeriod: 10 * time.Second, Latency: 10 * time.Second, LatencyRate: 5,
-			Binary: bin, Dir: filepath.Join(dir, tr), Log: func(f string, a ...any) { t.Logf(tr+": "+f, a...) }}
+			Binary: bin, Dir: filepath.Join(dir, tr), Log: func(f string, a ...any) { t.Logf(tr+": "+f, a...) },
+			Console: tr == "grpc"}
 		r, err := run(ctx, sc)
 		if err != nil {
 			t.Fatalf("%s: %v", tr, err)
@@ -61,6 +62,10 @@ func TestSmallBenchmark(t *testing.T) {
 			r.FloorAppBytes < 1000 || r.DeleteRequests["DELETE applications"] < n {
 			t.Errorf("%s: CPU until Synced %v, Application size %d (floor %d), delete requests %v",
 				tr, r.SyncedProcessCPU, r.AppBytes, r.FloorAppBytes, r.DeleteRequests)
+		}
+		if tr == "grpc" && (r.Console == nil || r.Console.Streams != sc.Clusters || r.Console.Samples != r.Applications ||
+			r.Console.TreeP50 <= 0 || r.Console.LiveP50 <= 0 || r.Console.ServerRSSBytes == 0) {
+			t.Errorf("%s: console %+v", tr, r.Console)
 		}
 		results = append(results, r)
 	}

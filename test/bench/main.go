@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
 // scale is one -scale flag: clusters × Applications per cluster, and the transports to run.
@@ -60,6 +61,7 @@ type options struct {
 	latencyUpTo    int
 	watchCacheUpTo int
 	skipFloor      bool
+	console        bool
 }
 
 func main() {
@@ -88,6 +90,7 @@ func main() {
 		"written with their top functions to -pprof-dir")
 	flag.StringVar(&o.base.PprofDir, "pprof-dir", "", "Directory of the profiles of -pprof (default OUT/pprof)")
 	flag.BoolVar(&o.skipFloor, "skip-floor", false, "Do not measure the floor (for profiling runs)")
+	flag.BoolVar(&o.console, "console", true, "In the Maestro mode, open the simulated clusters' console streams and measure the hub console's reads at rest")
 	flag.Parse()
 	if len(o.scales) == 0 {
 		o.scales = scales{{300, 50, []string{"grpc", "kube"}}, {3000, 50, []string{"grpc"}}}
@@ -150,6 +153,7 @@ func (o *options) run(ctx context.Context) error {
 				sc.Latency = 0
 			}
 			sc.NoWatchCache = s.clusters*s.appSets > o.watchCacheUpTo
+			sc.Console = o.console && tr == workclient.TransportGRPC
 			sc.Log = func(format string, args ...any) {
 				logf("[%d×%d %s] "+format, append([]any{s.clusters, s.appSets, tr}, args...)...)
 			}

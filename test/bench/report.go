@@ -93,6 +93,24 @@ func markdown(results []*Result, command, machine string) string {
 		}
 		return fmt.Sprintf("%s / %s (%d changes)", ms(r.LatencyP50), ms(r.LatencyP99), r.LatencySamples)
 	})
+	row("console: streams open; server RSS with them", func(r *Result) string {
+		if r.Console == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%d; %s", r.Console.Streams, mib(r.Console.ServerRSSBytes))
+	})
+	row("console: tree p50 / p99 (held answer p50)", func(r *Result) string {
+		if r.Console == nil || r.Console.Samples == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%s / %s (%s), %d Applications", ms(r.Console.TreeP50), ms(r.Console.TreeP99), ms(r.Console.HeldP50), r.Console.Samples)
+	})
+	row("console: live Pod manifest p50 / p99", func(r *Result) string {
+		if r.Console == nil || r.Console.Samples == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%s / %s", ms(r.Console.LiveP50), ms(r.Console.LiveP99))
+	})
 	row("delete: no work left", func(r *Result) string { return dur(r.DeleteWorks) })
 	row("delete: no Application anywhere", func(r *Result) string { return dur(r.DeleteApps) })
 	for _, p := range cpuProcessNames(results) {

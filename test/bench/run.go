@@ -41,7 +41,7 @@ type Scenario struct {
 	Binary      string
 	Dir         string
 	// Console has the simulated clusters open the console stream (sim --console) and argocd-pull server
-	// serve the hub console's doors, whose latency is then measured (Maestro mode).
+	// serve the hub console's doors, whose latency is then measured at rest (Maestro mode).
 	Console bool
 	// Pprof serves the Go profiles of the controller and the server on loopback ports and, with PprofDir,
 	// collects theirs, the hub apiserver's and the simulator's: CPU while the Applications are created and
@@ -91,7 +91,9 @@ type Result struct {
 	// every write and every watch event of an Application costs the apiserver in proportion to it.
 	FloorAppBytes, AppBytes int
 	PostgresBytes           int64
-	Timeline                []sample
+	// Console is the console measurement (Scenario.Console), nil without it.
+	Console  *consoleResult
+	Timeline []sample
 	// Stopped says why the run ended before its last step; empty when it finished.
 	Stopped string
 }
@@ -142,7 +144,8 @@ func run(ctx context.Context, sc Scenario) (*Result, error) {
 	}
 	f, err := localfleet.Start(ctx, localfleet.Options{
 		Dir: filepath.Join(sc.Dir, "fleet"), Clusters: clusters, Transport: sc.Transport, Binary: sc.Binary, Simulated: true,
-		ControllerArgs: controllerArgs, ServerArgs: serverArgs, HubAPIServerArgs: sc.hubAPIServerArgs(),
+		SimulatedConsole: sc.Console,
+		ControllerArgs:   controllerArgs, ServerArgs: serverArgs, HubAPIServerArgs: sc.hubAPIServerArgs(),
 		Progress: func(s string) { sc.Log("%s", s) },
 	})
 	if err != nil {
@@ -337,6 +340,11 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 		return err
 	}
 	prof.heap(ctx, "rest")
+	if sc.Console {
+		if err := measureConsole(ctx, sc, f, clusters, res); err != nil {
+			return err
+		}
+	}
 	if sc.Latency > 0 {
 		if err := measureLatency(ctx, sc, simFleet, t, res); err != nil {
 			return err
