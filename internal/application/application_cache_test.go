@@ -54,4 +54,32 @@ func TestCompactApplication(t *testing.T) {
 	if got := obj.(*argocd.Application).Summary.Hash; got != want {
 		t.Fatalf("hash with reconciledAt = %s, want %s", got, want)
 	}
+
+	// A status that awaits the comparison after its operation's end (reconciledAt before it) hashes as the
+	// controller computes it, apart from the same status compared since.
+	for _, at := range []string{"2026-11-25T04:59:59Z", "2026-11-25T05:00:01Z"} {
+		ended := map[string]any{argocd.StatusReconciledAt: at,
+			"operationState": map[string]any{"phase": "Succeeded", "finishedAt": "2026-11-25T05:00:00Z"}}
+		for k, v := range status {
+			ended[k] = v
+		}
+		if raw, err = json.Marshal(ended); err != nil {
+			t.Fatal(err)
+		}
+		if obj, err = compactApplication(&argocd.Application{Status: raw}); err != nil {
+			t.Fatal(err)
+		}
+		summary := obj.(*argocd.Application).Summary
+		want, _ := argocd.StatusHash(ended)
+		if summary.Hash != want || summary.ReconciledAt != at {
+			t.Fatalf("reconciledAt %s: summary hash %s reconciledAt %q, want %s", at, summary.Hash, summary.ReconciledAt, want)
+		}
+	}
+	before, _ := argocd.StatusHash(map[string]any{argocd.StatusReconciledAt: "2026-11-25T04:59:59Z",
+		"operationState": map[string]any{"finishedAt": "2026-11-25T05:00:00Z"}})
+	after, _ := argocd.StatusHash(map[string]any{argocd.StatusReconciledAt: "2026-11-25T05:00:01Z",
+		"operationState": map[string]any{"finishedAt": "2026-11-25T05:00:00Z"}})
+	if before == after {
+		t.Fatal("a comparison awaited and one done hash alike")
+	}
 }

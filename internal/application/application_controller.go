@@ -76,6 +76,8 @@ type Reconciler struct {
 	statuses statusExpectations
 	// refreshes are the refreshes handed to managed clusters in the last refreshWindow.
 	refreshes refreshes
+	// operationEnds are the operations whose end the hub shows before the managed cluster's comparison after it.
+	operationEnds operationEnds
 }
 
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch

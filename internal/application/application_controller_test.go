@@ -364,6 +364,63 @@ func TestRefreshAndOperation(t *testing.T) {
 	})
 }
 
+// TestReconciledAfterOperation: `argocd app sync` returns once reconciledAt reaches the end of the operation. The
+// managed cluster's Argo CD reports the end of a sync first with its comparison from before the sync (OutOfSync),
+// then compares again: the hub's reconciledAt stays before the operation's end until that comparison is in the
+// status (a later status), or until nothing new has come for a few seconds (the comparison found nothing new).
+func TestReconciledAfterOperation(t *testing.T) {
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	startController(t)
+
+	createApp(t, c, newApp(ns, "synced", cluster))
+	var w *workv1.ManifestWork
+	testutil.Eventually(t, "work created", func() (err error) { w, err = getWork(c, cluster, ns, "synced"); return err })
+	reconciled := func() (at, finished time.Time) {
+		app := getApp(t, c, ns, "synced")
+		s, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt")
+		f, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "finishedAt")
+		at, _ = time.Parse(time.RFC3339, s)
+		finished, _ = time.Parse(time.RFC3339, f)
+		return at, finished
+	}
+	ended := func(sync, finished string) {
+		setWorkStatus(t, c, w, str(appstatus.FeedbackSyncStatus, sync), str(appstatus.FeedbackOperationPhase, "Succeeded"),
+			str(appstatus.FeedbackOperationStartedAt, "2026-01-01T00:00:00Z"), str(appstatus.FeedbackOperationFinishedAt, finished))
+	}
+	awaited := func(what, finishedAt string) {
+		testutil.Eventually(t, what, func() error {
+			at, finished := reconciled()
+			if finished.Format(time.RFC3339) != finishedAt || !at.Before(finished) {
+				return fmt.Errorf("reconciledAt %s, operation finished %s", at, finished)
+			}
+			return nil
+		})
+	}
+	compared := func(what string) {
+		testutil.Eventually(t, what, func() error {
+			if at, finished := reconciled(); finished.IsZero() || at.Before(finished) {
+				return fmt.Errorf("reconciledAt %s, operation finished %s", at, finished)
+			}
+			return nil
+		})
+	}
+
+	// The end of the sync with the comparison from before it; then the comparison after it.
+	first := time.Now().UTC().Add(-time.Minute).Truncate(time.Second).Format(time.RFC3339)
+	ended("OutOfSync", first)
+	awaited("reconciledAt before the operation's end while the comparison after it is awaited", first)
+	ended("Synced", first)
+	compared("reconciledAt at or after the operation's end once the comparison after it came")
+
+	// Another sync whose comparison afterwards finds what the one before found: no later status comes, and
+	// reconciledAt reaches the operation's end after operationSettle.
+	second := time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
+	ended("OutOfSync", second)
+	awaited("reconciledAt before the second operation's end", second)
+	compared("reconciledAt at or after the second operation's end once nothing new came for a while")
+}
+
 // TestRefreshStormAndHydrate: argocd-server sets a refresh with the hydrate annotation on every page view that
 // misses its cache. The refresh reaches the managed cluster, the hydrate annotation does not (the Application has
 // no source hydrator), and both are cleared on the hub; a normal refresh moments later is cleared on the hub

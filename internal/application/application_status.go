@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,22 +61,53 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, er
 		}
 	}
 
+	key := client.ObjectKeyFromObject(s.app).String()
+	desired, settle, err := r.withReconciledAt(key, desired, summary, now)
+	if err != nil {
+		return result, err
+	}
+	result = lowestRequeue(result, ctrl.Result{RequeueAfter: settle})
 	hash, err := argocd.StatusHash(desired)
 	if err != nil {
 		return result, err
 	}
-	key := client.ObjectKeyFromObject(s.app).String()
 	if hash == r.statuses.known(key, s.app.ResourceVersion, summary.Hash, now) {
 		return result, nil
 	}
 	r.statuses.writing(key, hash, now)
-	if err := r.patchStatus(ctx, s.app, appstatus.WithReconciledAt(desired, now)); err != nil {
+	if err := r.patchStatus(ctx, s.app, desired); err != nil {
 		r.statuses.forget(key)
 		return result, err
 	}
 	r.statuses.written(key, s.app.ResourceVersion, now)
 	r.recordTransitions(s.app, previous, conditions)
 	return result, nil
+}
+
+// withReconciledAt returns the desired status with its reconciledAt (appstatus.WithReconciledAt): before the
+// end of the operation it shows while the managed cluster's comparison after that end is awaited, with how long
+// until it is taken as done.
+func (r *Reconciler) withReconciledAt(key string, desired map[string]any, hub *argocd.StatusSummary, now time.Time) (map[string]any, time.Duration, error) {
+	end, ok := appstatus.OperationEnd(desired)
+	if !ok {
+		return appstatus.WithReconciledAt(desired, now, true), 0, nil
+	}
+	hash, err := argocd.StatusHash(desired)
+	if err != nil {
+		return nil, 0, err
+	}
+	finishedAt := end.Format(time.RFC3339)
+	hubCompared := hub.OperationFinishedAt != "" && hub.ReconciledAt != "" &&
+		sameTime(hub.OperationFinishedAt, finishedAt) && !argocd.ReconciledBeforeEnd(hub.ReconciledAt, hub.OperationFinishedAt)
+	compared, wait := r.operationEnds.compared(key, finishedAt, hash, appstatus.Synced(desired), hubCompared, now)
+	return appstatus.WithReconciledAt(desired, now, compared), wait, nil
+}
+
+// sameTime reports whether two RFC 3339 times are the same instant.
+func sameTime(a, b string) bool {
+	ta, err1 := time.Parse(time.RFC3339, a)
+	tb, err2 := time.Parse(time.RFC3339, b)
+	return err1 == nil && err2 == nil && ta.Equal(tb)
 }
 
 // patchStatus replaces the Application's .status. The Application CRD has no status subresource; a JSON

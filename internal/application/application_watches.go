@@ -64,7 +64,9 @@ func (r *Reconciler) applicationChanged() predicate.Predicate {
 			return specChanged(o, n) || (!own && hash != o.StatusSummary().Hash)
 		},
 		DeleteFunc: func(e event.DeleteEvent) bool {
-			r.statuses.forget(client.ObjectKeyFromObject(e.Object).String())
+			key := client.ObjectKeyFromObject(e.Object).String()
+			r.statuses.forget(key)
+			r.operationEnds.forget(key)
 			return true
 		},
 	}

@@ -215,18 +215,23 @@ func metaCondition(conditions []metav1.Condition, t string) *metav1.Condition {
 	return nil
 }
 
-// WithReconciledAt returns the status with reconciledAt, the time the hub last reconciled the Application: now,
-// or the end of its operation when that is later (the managed cluster's clock may be ahead of the hub's).
-// `argocd app sync` and `app wait` wait for reconciledAt to reach the end of the operation before they return.
-// The managed cluster's own reconciledAt does not come back (see Sections), so the hub sets it when it writes
-// a status; argocd.StatusHash leaves it out, so it never causes a write by itself.
-func WithReconciledAt(status map[string]any, now time.Time) map[string]any {
+// WithReconciledAt returns the status with reconciledAt, the time of the comparison the status shows, which
+// `argocd app sync` and `app wait` wait for to reach the end of the operation before they return. The managed
+// cluster's own reconciledAt does not come back (see Sections: it changes on every refresh), so the hub sets it
+// when it writes a status. While the status shows an operation that ended and the cluster's comparison after
+// that end is not known to be in it (compared false: Argo CD compares again as soon as an operation ends, and
+// until then the status shows the comparison before the operation), reconciledAt is one second before the
+// operation's end. Otherwise it is now, or the end of the operation when that is later (the managed cluster's
+// clock may be ahead of the hub's). argocd.StatusHash keeps only which of the two it is, so the time alone
+// never causes a write.
+func WithReconciledAt(status map[string]any, now time.Time, compared bool) map[string]any {
 	at := now.UTC().Truncate(time.Second)
-	if state, ok := status["operationState"].(map[string]any); ok {
-		if s, ok := state["finishedAt"].(string); ok {
-			if finished, err := time.Parse(time.RFC3339, s); err == nil && finished.After(at) {
-				at = finished.UTC()
-			}
+	if finished, ok := OperationEnd(status); ok {
+		switch {
+		case !compared:
+			at = finished.Add(-time.Second)
+		case finished.After(at):
+			at = finished
 		}
 	}
 	out := make(map[string]any, len(status)+1)
@@ -235,6 +240,20 @@ func WithReconciledAt(status map[string]any, now time.Time) map[string]any {
 	}
 	out[argocd.StatusReconciledAt] = at.Format(time.RFC3339)
 	return out
+}
+
+// OperationEnd returns the end of the operation the status shows, if it ended.
+func OperationEnd(status map[string]any) (time.Time, bool) {
+	state, _ := status["operationState"].(map[string]any)
+	s, _ := state["finishedAt"].(string)
+	finished, err := time.Parse(time.RFC3339, s)
+	return finished.UTC(), err == nil
+}
+
+// Synced reports whether the status's comparison found the Application in sync.
+func Synced(status map[string]any) bool {
+	sync, _ := status["sync"].(map[string]any)
+	return sync["status"] == "Synced"
 }
 
 // WithoutOperationState returns the status without its operationState. While the managed cluster has not begun

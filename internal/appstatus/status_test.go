@@ -245,35 +245,61 @@ func TestOperationMarkerPath(t *testing.T) {
 	}
 }
 
-// TestWithReconciledAt: reconciledAt is the hub's time of the write, never before the end of the operation
-// (argocd app sync waits for reconciledAt >= operationState.finishedAt); the input is not changed.
+// TestWithReconciledAt: reconciledAt is the hub's time of the write, never before the end of the operation once
+// the cluster's comparison after that end is in the status (argocd app sync waits for reconciledAt >=
+// operationState.finishedAt), and one second before that end until then; the input is not changed, and the
+// time alone does not change the status hash, only whether it is before the operation's end.
 func TestWithReconciledAt(t *testing.T) {
 	now := time.Date(2026, 11, 25, 5, 0, 0, 700_000_000, time.UTC)
+	ended := func(at string) map[string]any {
+		return map[string]any{"operationState": map[string]any{"phase": "Succeeded", "finishedAt": at}}
+	}
 	for _, tc := range []struct {
-		name   string
-		status map[string]any
-		want   string
+		name     string
+		status   map[string]any
+		compared bool
+		want     string
 	}{
-		{"no operation", map[string]any{"sync": map[string]any{"status": "Synced"}}, "2026-11-25T05:00:00Z"},
-		{"operation ended before", map[string]any{"operationState": map[string]any{"finishedAt": "2026-11-25T04:59:58Z"}}, "2026-11-25T05:00:00Z"},
-		{"cluster clock ahead", map[string]any{"operationState": map[string]any{"finishedAt": "2026-11-25T05:00:03Z"}}, "2026-11-25T05:00:03Z"},
-		{"operation running", map[string]any{"operationState": map[string]any{"phase": "Running"}}, "2026-11-25T05:00:00Z"},
-		{"bad finishedAt", map[string]any{"operationState": map[string]any{"finishedAt": "soon"}}, "2026-11-25T05:00:00Z"},
+		{"no operation", map[string]any{"sync": map[string]any{"status": "Synced"}}, true, "2026-11-25T05:00:00Z"},
+		{"no operation, not compared", map[string]any{"sync": map[string]any{"status": "Synced"}}, false, "2026-11-25T05:00:00Z"},
+		{"operation ended before", ended("2026-11-25T04:59:58Z"), true, "2026-11-25T05:00:00Z"},
+		{"cluster clock ahead", ended("2026-11-25T05:00:03Z"), true, "2026-11-25T05:00:03Z"},
+		{"comparison after the end awaited", ended("2026-11-25T04:59:58Z"), false, "2026-11-25T04:59:57Z"},
+		{"operation running", map[string]any{"operationState": map[string]any{"phase": "Running"}}, false, "2026-11-25T05:00:00Z"},
+		{"bad finishedAt", ended("soon"), false, "2026-11-25T05:00:00Z"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := WithReconciledAt(tc.status, now)
+			got := WithReconciledAt(tc.status, now, tc.compared)
 			if got[argocd.StatusReconciledAt] != tc.want {
 				t.Fatalf("reconciledAt = %v, want %s", got[argocd.StatusReconciledAt], tc.want)
 			}
 			if _, ok := tc.status[argocd.StatusReconciledAt]; ok {
 				t.Fatal("the input status was changed")
 			}
-			a, _ := argocd.StatusHash(tc.status)
-			b, _ := argocd.StatusHash(got)
+			later := WithReconciledAt(tc.status, now.Add(time.Hour), tc.compared)
+			a, _ := argocd.StatusHash(got)
+			b, _ := argocd.StatusHash(later)
 			if a != b {
-				t.Fatal("reconciledAt changes the status hash")
+				t.Fatal("the time of reconciledAt alone changes the status hash")
+			}
+			if _, ok := OperationEnd(tc.status); ok {
+				other, _ := argocd.StatusHash(WithReconciledAt(tc.status, now, !tc.compared))
+				if other == a {
+					t.Fatal("the hash does not tell a comparison awaited from one done")
+				}
 			}
 		})
+	}
+}
+
+func TestSynced(t *testing.T) {
+	if !Synced(map[string]any{"sync": map[string]any{"status": "Synced"}}) {
+		t.Fatal("Synced status not synced")
+	}
+	for _, s := range []map[string]any{nil, {"sync": map[string]any{"status": "OutOfSync"}}, {"sync": "Synced"}} {
+		if Synced(s) {
+			t.Fatalf("%v synced", s)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,7 +42,9 @@ type StatusSummary struct {
 	Hash                                                                      string
 	Sync, Revision, Health, HealthMessage                                     string
 	OperationPhase, OperationStartedAt, OperationFinishedAt, OperationMessage string
-	Conditions                                                                []Condition
+	// ReconciledAt is the status's reconciledAt, as the hub controller wrote it.
+	ReconciledAt string
+	Conditions   []Condition
 	// Resources identify the resources the Application deploys (see ResourceRefs), at most MaxResources of
 	// them; ResourceCount is their number.
 	Resources     string
@@ -56,20 +59,28 @@ type Condition struct {
 }
 
 // StatusReconciledAt is the status field with the time of the Application's last reconciliation. The hub
-// controller sets it when it writes a status and leaves it out of StatusHash: a status that differs from the
-// hub's in reconciledAt alone is already on the hub.
+// controller sets it when it writes a status (appstatus.WithReconciledAt). StatusHash keeps one bit of it: whether
+// it is before the end of the operation the status shows, that is, whether the hub still waits for the managed
+// cluster's comparison after that operation. Otherwise a status that differs from the hub's in reconciledAt alone
+// is already on the hub.
 const StatusReconciledAt = "reconciledAt"
 
-// StatusHash hashes an Application status, reconciledAt left out, as its canonical JSON (what encoding/json
-// writes, and what the apiserver sends back for a custom resource), so a status already on the hub is
-// recognised.
+// reconciledPending stands for a reconciledAt before the operation's end in what StatusHash hashes.
+const reconciledPending = "before the operation's end"
+
+// StatusHash hashes an Application status as its canonical JSON (what encoding/json writes, and what the
+// apiserver sends back for a custom resource), so a status already on the hub is recognised. Of reconciledAt
+// only whether it is before the operation's end counts.
 func StatusHash(status map[string]any) (string, error) {
-	if _, ok := status[StatusReconciledAt]; ok {
+	if at, ok := status[StatusReconciledAt]; ok {
 		without := make(map[string]any, len(status))
 		for k, v := range status {
 			if k != StatusReconciledAt {
 				without[k] = v
 			}
+		}
+		if s, _ := at.(string); ReconciledBeforeEnd(s, operationFinishedAt(status)) {
+			without[StatusReconciledAt] = reconciledPending
 		}
 		status = without
 	}
@@ -83,6 +94,20 @@ func StatusHash(status map[string]any) (string, error) {
 	return hashBytes(data), nil
 }
 
+// ReconciledBeforeEnd reports whether reconciledAt is before finishedAt, the end of an operation; false when
+// either is missing or not an RFC 3339 time.
+func ReconciledBeforeEnd(reconciledAt, finishedAt string) bool {
+	at, err1 := time.Parse(time.RFC3339, reconciledAt)
+	end, err2 := time.Parse(time.RFC3339, finishedAt)
+	return err1 == nil && err2 == nil && at.Before(end)
+}
+
+func operationFinishedAt(status map[string]any) string {
+	state, _ := status["operationState"].(map[string]any)
+	finished, _ := state["finishedAt"].(string)
+	return finished
+}
+
 // rawStatusHash is StatusHash of a status as the apiserver encoded it.
 func rawStatusHash(raw []byte) (string, error) {
 	if !bytes.Contains(raw, []byte(`"`+StatusReconciledAt+`"`)) {
@@ -93,7 +118,17 @@ func rawStatusHash(raw []byte) (string, error) {
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return "", err
 	}
+	var at string
+	var state struct {
+		FinishedAt string `json:"finishedAt"`
+	}
+	_ = json.Unmarshal(fields[StatusReconciledAt], &at)
+	_ = json.Unmarshal(fields["operationState"], &state)
 	delete(fields, StatusReconciledAt)
+	if ReconciledBeforeEnd(at, state.FinishedAt) {
+		pending, _ := json.Marshal(reconciledPending)
+		fields[StatusReconciledAt] = pending
+	}
 	data, err := json.Marshal(fields)
 	if err != nil {
 		return "", err
@@ -125,8 +160,9 @@ type statusFields struct {
 		FinishedAt string `json:"finishedAt"`
 		Message    string `json:"message"`
 	} `json:"operationState"`
-	Conditions []Condition   `json:"conditions"`
-	Resources  []ResourceRef `json:"resources"`
+	ReconciledAt string        `json:"reconciledAt"`
+	Conditions   []Condition   `json:"conditions"`
+	Resources    []ResourceRef `json:"resources"`
 }
 
 // Compact replaces the raw status by its Summary. The raw status bytes are the apiserver's encoding of the
@@ -146,6 +182,7 @@ func (a *Application) Compact() error {
 		s.Health, s.HealthMessage = interned.intern(f.Health.Status), f.Health.Message
 		s.OperationPhase, s.OperationStartedAt = interned.intern(f.OperationState.Phase), f.OperationState.StartedAt
 		s.OperationFinishedAt, s.OperationMessage = f.OperationState.FinishedAt, f.OperationState.Message
+		s.ReconciledAt = f.ReconciledAt
 		s.Conditions = f.Conditions
 		s.Resources, s.ResourceCount = EncodeResourceRefs(f.Resources)
 	}

@@ -1,0 +1,59 @@
+package application
+
+import (
+	"testing"
+	"time"
+)
+
+// TestOperationEnds: the hub takes the cluster's comparison after an operation's end as done when it shows it
+// already, when the status is Synced, when a later status differs from the first that showed the end, or once
+// operationSettle has passed; a new operation's end starts over.
+func TestOperationEnds(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 5, 0, 0, 0, time.UTC)
+	type call struct {
+		finishedAt, hash    string
+		synced, hubCompared bool
+		at                  time.Duration
+		want                bool
+		wait                time.Duration
+	}
+	for _, tc := range []struct {
+		name  string
+		calls []call
+	}{
+		{"synced at once", []call{{finishedAt: "F", hash: "a", synced: true, want: true}}},
+		{"the hub shows it", []call{{finishedAt: "F", hash: "a", hubCompared: true, want: true}}},
+		{"a later comparison", []call{
+			{finishedAt: "F", hash: "a", wait: operationSettle},
+			{finishedAt: "F", hash: "a", at: time.Second, wait: operationSettle - time.Second},
+			{finishedAt: "F", hash: "b", at: 2 * time.Second, want: true},
+		}},
+		{"nothing new after the settle time", []call{
+			{finishedAt: "F", hash: "a", wait: operationSettle},
+			{finishedAt: "F", hash: "a", at: operationSettle, want: true},
+		}},
+		{"another operation starts over", []call{
+			{finishedAt: "F", hash: "a", wait: operationSettle},
+			{finishedAt: "G", hash: "b", at: 2 * time.Second, wait: operationSettle},
+			{finishedAt: "G", hash: "b", at: 3 * time.Second, wait: operationSettle - time.Second},
+		}},
+		{"forgotten once compared", []call{
+			{finishedAt: "F", hash: "a", wait: operationSettle},
+			{finishedAt: "F", hash: "b", at: time.Second, want: true},
+			{finishedAt: "F", hash: "b", at: 2 * time.Second, wait: operationSettle},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var o operationEnds
+			for i, c := range tc.calls {
+				got, wait := o.compared("ns/app", c.finishedAt, c.hash, c.synced, c.hubCompared, t0.Add(c.at))
+				if got != c.want || wait != c.wait {
+					t.Fatalf("call %d: compared = %v, wait %s; want %v, %s", i, got, wait, c.want, c.wait)
+				}
+			}
+			if o.forget("ns/app"); len(o.entries) != 0 {
+				t.Fatalf("entries after forget: %v", o.entries)
+			}
+		})
+	}
+}
