@@ -296,6 +296,16 @@ func (f *Fleet) deleteWork(ctx context.Context, c *cluster, w *workv1.ManifestWo
 	if !slices.Contains(w.Finalizers, workv1.ManifestWorkFinalizer) {
 		return nil
 	}
+	// The patcher takes a work it does not find for one already gone, and sdk-go's agent store hands a work to
+	// the watch before it stores it: a deleting work that has just arrived (a restarted agent gets every deletion
+	// it missed at once) would be found nowhere, and its deletion never confirmed. While the watch still shows
+	// the work, the work is there: try again.
+	if !f.tr.stored(ctx, c, w.Name) {
+		if _, shown := f.tr.get(c, w.Name); shown {
+			return apierrors.NewNotFound(workv1.Resource("manifestworks"), w.Name)
+		}
+		return nil
+	}
 	if err := f.patcher(c).RemoveFinalizer(ctx, w, workv1.ManifestWorkFinalizer); err != nil {
 		return fmt.Errorf("remove finalizer of work %s/%s: %w", c.name, w.Name, err)
 	}

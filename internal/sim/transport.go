@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -33,6 +34,8 @@ type transport interface {
 	get(c *cluster, name string) (*workv1.ManifestWork, bool)
 	// client is the cluster's ManifestWork client, for status and finalizer patches.
 	client(c *cluster) workv1client.ManifestWorkInterface
+	// stored reports whether the client has the work: its patches of a work it does not have fail.
+	stored(ctx context.Context, c *cluster, name string) bool
 	// takesWorks reports whether the agent marks a work it takes with its finalizer (kube); over gRPC a
 	// deletion always comes with the finalizer.
 	takesWorks() bool
@@ -176,6 +179,12 @@ func (t *grpcTransport) client(c *cluster) workv1client.ManifestWorkInterface {
 	return t.clients[c.index]
 }
 
+// stored asks sdk-go's agent store, which hands a work to the watch before it stores it.
+func (t *grpcTransport) stored(ctx context.Context, c *cluster, name string) bool {
+	_, err := t.clients[c.index].Get(ctx, name, metav1.GetOptions{})
+	return !apierrors.IsNotFound(err)
+}
+
 func (t *grpcTransport) takesWorks() bool { return false }
 
 func (t *grpcTransport) connected() int { return int(t.up.Load()) }
@@ -263,6 +272,9 @@ func (t *kubeTransport) get(c *cluster, name string) (*workv1.ManifestWork, bool
 func (t *kubeTransport) client(c *cluster) workv1client.ManifestWorkInterface {
 	return t.clientset.WorkV1().ManifestWorks(c.name)
 }
+
+// stored is always true: the informer stores a work before it reports it.
+func (t *kubeTransport) stored(context.Context, *cluster, string) bool { return true }
 
 func (t *kubeTransport) takesWorks() bool { return true }
 
