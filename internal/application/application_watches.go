@@ -13,6 +13,7 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -67,6 +68,11 @@ func (r *Reconciler) applicationChanged() predicate.Predicate {
 			key := client.ObjectKeyFromObject(e.Object).String()
 			r.statuses.forget(key)
 			r.operationEnds.forget(key)
+			// An Application seen with a deletion timestamp leaves the cache for good: unless it still has
+			// argocd-pull's finalizer to remove, its reconcile need not ask the hub whether it still exists.
+			if !e.DeleteStateUnknown && !e.Object.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(e.Object, Finalizer) {
+				r.gone.add(key)
+			}
 			return true
 		},
 	}
