@@ -90,6 +90,10 @@ func main() {
 		"written with their top functions to -pprof-dir")
 	flag.StringVar(&o.base.PprofDir, "pprof-dir", "", "Directory of the profiles of -pprof (default OUT/pprof)")
 	flag.BoolVar(&o.skipFloor, "skip-floor", false, "Do not measure the floor (for profiling runs)")
+	flag.Func("hub-apiserver-arg", "An extra flag of the hub apiserver, for the floor and the fleet (repeatable; -v=1, say, to see which watchers it closes)", func(v string) error {
+		o.base.HubAPIServerArgs = append(o.base.HubAPIServerArgs, v)
+		return nil
+	})
 	flag.BoolVar(&o.console, "console", true, "In the Maestro mode, open the simulated clusters' console streams and measure the hub console's reads at rest")
 	flag.Parse()
 	if len(o.scales) == 0 {

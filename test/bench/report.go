@@ -37,6 +37,7 @@ func markdown(results []*Result, command, machine string) string {
 	row("Applications created (64 clients)", func(r *Result) string { return dur(r.CreateTime) })
 	row("every work delivered", func(r *Result) string { return dur(r.Delivered) })
 	row("every hub Application Synced/Healthy", func(r *Result) string { return dur(r.Synced) })
+	row("hub writes that trail the rollout (reports) ended", func(r *Result) string { return dur(r.Settled) })
 	row("ratio to the floor", func(r *Result) string {
 		if r.Ratio() == 0 {
 			return "–"

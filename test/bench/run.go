@@ -30,8 +30,8 @@ type Scenario struct {
 	QPS         float32
 	Burst       int
 	SyncDelay   time.Duration
-	// Settle is how long the fleet gets, once every Application is Synced and Healthy, for the writes that
-	// trail the last changes (reports are written at most every 5 seconds) before it counts as at rest.
+	// Settle is how long the hub must take no writes (lease renewals aside), once every Application is
+	// Synced and Healthy, before the fleet counts as at rest: the reports' last writes trail the rollout.
 	Settle time.Duration
 	// RestPeriod is how long the fleet is watched at rest.
 	RestPeriod time.Duration
@@ -56,7 +56,9 @@ type Scenario struct {
 	// Applications: each watch is then served from etcd. At 150,000 Applications the cache (decoded
 	// unstructured objects, about 50 KB each) does not fit in 24 GiB beside the rest of the fleet.
 	NoWatchCache bool
-	Log          func(string, ...any) `json:"-"`
+	// HubAPIServerArgs are extra flags of the hub apiserver, for the floor and the fleet.
+	HubAPIServerArgs []string
+	Log              func(string, ...any) `json:"-"`
 }
 
 // Result is what a scenario measured.
@@ -66,7 +68,10 @@ type Result struct {
 	Floor        time.Duration
 	// CreateTime is how long creating the Applications took; Delivered and Synced are measured from the
 	// first create.
-	CreateTime, Delivered, Synced   time.Duration
+	CreateTime, Delivered, Synced time.Duration
+	// Settled is when the hub's writes that trail the rollout (the reports' last ones) ended, from the first
+	// create.
+	Settled                         time.Duration
 	RestStatusEvents, RestHubWrites float64 // per minute
 	// RestHubWritesByResource are the writes at rest per minute by resource.
 	RestHubWritesByResource        map[string]float64
@@ -186,10 +191,11 @@ func (sc Scenario) profiler(f *localfleet.System, ports map[string]int) (*profil
 
 // hubAPIServerArgs are the hub apiserver's extra flags, the same for the floor and the fleet.
 func (sc Scenario) hubAPIServerArgs() []string {
+	args := append([]string{}, sc.HubAPIServerArgs...)
 	if sc.NoWatchCache {
-		return []string{"--watch-cache-sizes=applications.argoproj.io#0"}
+		args = append(args, "--watch-cache-sizes=applications.argoproj.io#0")
 	}
-	return nil
+	return args
 }
 
 // runFloor measures the floor on a fresh hub apiserver.
@@ -358,11 +364,11 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 // measureRest counts status events and hub writes while nothing changes on the clusters. The hub apiserver
 // renews its own identity lease every ten seconds; those writes are counted apart.
 func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Config, res *Result) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(sc.Settle):
+	settled, err := settle(ctx, sc, hub)
+	if err != nil {
+		return err
 	}
+	res.Settled = res.Synced + settled
 	sc.Log("at rest for %s", sc.RestPeriod)
 	before, err := hubRequests(ctx, hub)
 	if err != nil {
@@ -396,6 +402,47 @@ func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Confi
 	}
 	sc.Log("at rest: %.1f status events/min, %.1f hub writes/min %v", res.RestStatusEvents, res.RestHubWrites, res.RestHubWritesByResource)
 	return nil
+}
+
+// maxSettle bounds how long the fleet may go on writing to the hub once every Application is Synced/Healthy.
+const maxSettle = 15 * time.Minute
+
+// settle waits, once every Application is Synced and Healthy, until the hub takes no more writes (lease renewals
+// aside) for sc.Settle: the writes that trail the rollout, the reports' last ones above all, whose write budget
+// spreads them out. It returns how long that took.
+func settle(ctx context.Context, sc Scenario, hub *rest.Config) (time.Duration, error) {
+	start := time.Now()
+	last, err := hubRequests(ctx, hub)
+	if err != nil {
+		return 0, err
+	}
+	quietSince := start
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		now, err := hubRequests(ctx, hub)
+		if err != nil {
+			return 0, err
+		}
+		for resource := range now.sub(last).writesByResource(1) {
+			if resource != "leases" {
+				quietSince = time.Now()
+				break
+			}
+		}
+		last = now
+		switch {
+		case time.Since(quietSince) >= sc.Settle:
+			settled := quietSince.Sub(start)
+			sc.Log("the hub's writes stopped %s after every Application was Synced/Healthy", settled.Round(time.Second))
+			return settled, nil
+		case time.Since(start) > maxSettle:
+			return 0, fmt.Errorf("the hub still takes writes %s after every Application was Synced/Healthy", maxSettle)
+		}
+	}
 }
 
 // measureLatency turns churn on and measures, for each status change the simulated clusters send, the time

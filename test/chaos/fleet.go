@@ -28,6 +28,8 @@ type Scale struct {
 	SimClusters, Sets      int
 	// SyncDelay is how long a simulated sync takes.
 	SyncDelay time.Duration
+	// SimArgs are extra flags of the sim processes (-v=4, say, to follow their events).
+	SimArgs []string
 }
 
 // Applications is how many Applications a rollout creates.
@@ -59,8 +61,8 @@ func startFleet(ctx context.Context, dir, binary string, s Scale, logf func(stri
 	sys, err := localfleet.Start(ctx, localfleet.Options{
 		Dir: dir, Clusters: real, Transport: workclient.TransportGRPC, Binary: binary,
 		ServerInstances: serverInstances, NetworkFaults: true,
-		Simulator: &localfleet.Simulator{Clusters: s.SimClusters, Args: []string{
-			"--sync-delay", s.SyncDelay.String(), "--resources-per-app", "4"}},
+		Simulator: &localfleet.Simulator{Clusters: s.SimClusters, Args: append([]string{
+			"--sync-delay", s.SyncDelay.String(), "--resources-per-app", "4"}, s.SimArgs...)},
 		Progress: func(line string) { logf("%s", line) },
 	})
 	if err != nil {

@@ -48,6 +48,10 @@ func main() {
 	flag.IntVar(&o.scale.RealClusters, "real-clusters", o.scale.RealClusters, "Clusters with a real Argo CD")
 	flag.IntVar(&o.scale.RealSets, "real-sets", o.scale.RealSets, "Applications per real cluster")
 	flag.DurationVar(&o.timing.Downtime, "downtime", o.timing.Downtime, "How long components stay down")
+	flag.Func("sim-arg", "An extra flag of the sim processes (repeatable; -v=4, say, to follow their events)", func(v string) error {
+		o.scale.SimArgs = append(o.scale.SimArgs, v)
+		return nil
+	})
 	flag.DurationVar(&o.timing.Timeout, "timeout", o.timing.Timeout, "How long a phase may take to converge")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
