@@ -79,6 +79,7 @@ func main() {
 	})
 	flag.IntVar(&o.base.Burst, "burst", o.base.Burst, "Client burst of the controller and of the floor")
 	flag.DurationVar(&o.base.SyncDelay, "sync-delay", o.base.SyncDelay, "How long a simulated sync takes")
+	flag.DurationVar(&o.base.Settle, "settle", o.base.Settle, "How long the hub must take no writes (lease renewals aside) before the fleet counts as at rest")
 	flag.DurationVar(&o.base.RestPeriod, "rest", o.base.RestPeriod, "How long the fleet is watched at rest")
 	flag.DurationVar(&o.base.Latency, "latency", o.base.Latency, "How long status latency is measured under churn")
 	flag.Float64Var(&o.base.LatencyRate, "latency-rate", o.base.LatencyRate, "Status changes per second while latency is measured")
