@@ -189,6 +189,7 @@ func newSourceClient(ctx context.Context, o GRPCOptions, cfg *grpcoptions.GRPCCo
 	}
 	DefaultKeepAlive(grpcOpts, cfg)
 	sourceOpts := grpcv2.NewSourceOptions(grpcOpts, o.SourceID, payload.ManifestBundleEventDataType)
+	sourceOpts.CloudEventsTransport = &subscribeOnce{CloudEventTransport: sourceOpts.CloudEventsTransport}
 	sourceOpts.EventRateLimit = limit
 	c, err := clients.NewCloudEventSourceClient[*workv1.ManifestWork](ctx, sourceOpts,
 		store.NewSourceWatcherStoreLister[*workv1.ManifestWork](s), statushash.StatusHash, codec.NewManifestBundleCodec())

@@ -1,0 +1,59 @@
+package workclient
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options"
+)
+
+// countingTransport answers Subscribe as sdk-go's gRPC transport does: once, until Close.
+type countingTransport struct {
+	options.CloudEventTransport
+	subscribed       bool
+	subscribes, fail int
+}
+
+func (t *countingTransport) Subscribe(context.Context) error {
+	t.subscribes++
+	if t.fail > 0 {
+		t.fail--
+		return errors.New("connection refused")
+	}
+	if t.subscribed {
+		return errors.New("transport has already subscribed")
+	}
+	t.subscribed = true
+	return nil
+}
+
+func (t *countingTransport) Close(context.Context) error {
+	t.subscribed = false
+	return nil
+}
+
+// TestSubscribeOnce: a second Subscribe while subscribed succeeds without asking the transport, a failed one
+// is not taken for a subscription, and after Close the transport is asked again.
+func TestSubscribeOnce(t *testing.T) {
+	ctx := context.Background()
+	inner := &countingTransport{fail: 1}
+	tr := &subscribeOnce{CloudEventTransport: inner}
+	if err := tr.Subscribe(ctx); err == nil {
+		t.Fatal("a failed subscription succeeded")
+	}
+	for i := range 3 {
+		if err := tr.Subscribe(ctx); err != nil {
+			t.Fatalf("subscribe %d: %v", i, err)
+		}
+	}
+	if inner.subscribes != 2 {
+		t.Fatalf("the transport was asked %d times, want 2 (the failure and the subscription)", inner.subscribes)
+	}
+	if err := tr.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Subscribe(ctx); err != nil || inner.subscribes != 3 {
+		t.Fatalf("after close: %v, asked %d times", err, inner.subscribes)
+	}
+}
