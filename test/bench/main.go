@@ -91,6 +91,7 @@ func main() {
 		"written with their top functions to -pprof-dir")
 	flag.StringVar(&o.base.PprofDir, "pprof-dir", "", "Directory of the profiles of -pprof (default OUT/pprof)")
 	flag.BoolVar(&o.skipFloor, "skip-floor", false, "Do not measure the floor (for profiling runs)")
+	flag.BoolVar(&o.base.FloorOnly, "floor-only", false, "Measure the floor alone (what the hub apiserver needs, with -watch-cache-up-to, say)")
 	flag.Func("hub-apiserver-arg", "An extra flag of the hub apiserver, for the floor and the fleet (repeatable; -v=1, say, to see which watchers it closes)", func(v string) error {
 		o.base.HubAPIServerArgs = append(o.base.HubAPIServerArgs, v)
 		return nil
@@ -190,11 +191,13 @@ func (o *options) run(ctx context.Context) error {
 // measured.
 func (o *options) write(s scale, results []*Result, all *[]*Result, tables *[]string) error {
 	name := fmt.Sprintf("%dx%d", s.clusters, s.appSets)
-	if err := plotProgress(results, filepath.Join(o.out, name+"-progress.png")); err != nil {
-		return err
-	}
-	if err := plotMemory(results, filepath.Join(o.out, name+"-memory.png")); err != nil {
-		return err
+	if !o.base.FloorOnly {
+		if err := plotProgress(results, filepath.Join(o.out, name+"-progress.png")); err != nil {
+			return err
+		}
+		if err := plotMemory(results, filepath.Join(o.out, name+"-memory.png")); err != nil {
+			return err
+		}
 	}
 	*all = append(*all, results...)
 	*tables = append(*tables, markdown(results, "make bench", loopback.Machine()))

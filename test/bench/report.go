@@ -34,6 +34,12 @@ func markdown(results []*Result, command, machine string) string {
 		return map[bool]string{true: "off", false: "on"}[r.Scenario.NoWatchCache]
 	})
 	row("floor: create + one status write per Application", func(r *Result) string { return dur(r.Floor) })
+	row("floor: hub apiserver peak RSS", func(r *Result) string {
+		if r.FloorAPIServerPeakRSS == 0 {
+			return "–"
+		}
+		return mib(r.FloorAPIServerPeakRSS)
+	})
 	row("Applications created (64 clients)", func(r *Result) string { return dur(r.CreateTime) })
 	row("every work delivered", func(r *Result) string { return dur(r.Delivered) })
 	row("every hub Application Synced/Healthy", func(r *Result) string { return dur(r.Synced) })

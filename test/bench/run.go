@@ -50,8 +50,8 @@ type Scenario struct {
 	PprofDir string `json:"-"`
 	// BenchmarkPprof is the URL of the benchmark process's /debug/pprof/ (the tracker runs there).
 	BenchmarkPprof string `json:"-"`
-	// SkipFloor leaves the floor out.
-	SkipFloor bool
+	// SkipFloor leaves the floor out; FloorOnly measures the floor alone.
+	SkipFloor, FloorOnly bool
 	// NoWatchCache runs the hub apiserver, for the floor and for the fleet, without its watch cache of
 	// Applications: each watch is then served from etcd. At 150,000 Applications the cache (decoded
 	// unstructured objects, about 50 KB each) does not fit in 24 GiB beside the rest of the fleet.
@@ -92,6 +92,9 @@ type Result struct {
 	FloorRequests, SyncedRequests requestCounts
 	// FloorProcessCPU and SyncedProcessCPU are the same CPU seconds by process.
 	FloorProcessCPU, SyncedProcessCPU map[string]float64
+	// FloorAPIServerPeakRSS is the floor's hub apiserver's peak RSS: what the hub apiserver needs to hold the
+	// Applications and take their writes, whoever writes them.
+	FloorAPIServerPeakRSS int64
 	// FloorAppBytes and AppBytes are the mean size of a hub Application, as JSON, once its status is written:
 	// every write and every watch event of an Application costs the apiserver in proportion to it.
 	FloorAppBytes, AppBytes int
@@ -128,6 +131,9 @@ func run(ctx context.Context, sc Scenario) (*Result, error) {
 		if err := runFloor(ctx, sc, clusters, res); err != nil {
 			return nil, err
 		}
+	}
+	if sc.FloorOnly {
+		return res, nil
 	}
 
 	controllerArgs := []string{fmt.Sprintf("--workers=%d", sc.Concurrency), fmt.Sprintf("--kube-api-qps=%g", sc.QPS),
@@ -232,8 +238,10 @@ func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) 
 		stopProfiling()
 		return err
 	}
-	res.FloorCPU = hubSideCPU(usageOf(procs), startUsage)
-	res.FloorProcessCPU = processCPU(usageOf(procs), startUsage)
+	floorUsage := usageOf(procs)
+	res.FloorCPU = hubSideCPU(floorUsage, startUsage)
+	res.FloorProcessCPU = processCPU(floorUsage, startUsage)
+	res.FloorAPIServerPeakRSS = floorUsage["kube-apiserver"].PeakRSSBytes
 	stopProfiling()
 	if res.FloorAppBytes, err = meanApplicationBytes(ctx, floorEnv.Hub.Config()); err != nil {
 		return err
