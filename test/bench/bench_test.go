@@ -113,3 +113,27 @@ func TestMarkdownStoppedRun(t *testing.T) {
 		t.Error("a finished run's table mentions a stop")
 	}
 }
+
+// TestPSSTree: the proportional set size of a process tree is read, and its peak is the highest sum read.
+func TestPSSTree(t *testing.T) {
+	read := pssTree(os.Getpid())
+	first, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.RSSBytes <= 0 || first.PeakRSSBytes != first.RSSBytes {
+		t.Fatalf("first read %+v", first)
+	}
+	ballast := make([]byte, 64<<20)
+	for i := range ballast {
+		ballast[i] = 1
+	}
+	second, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.PeakRSSBytes < first.RSSBytes+32<<20 || second.PeakRSSBytes < second.RSSBytes {
+		t.Fatalf("after 64 MiB more: %+v (first %+v)", second, first)
+	}
+	_ = ballast[len(ballast)-1]
+}

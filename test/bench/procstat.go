@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's CPU times (100 on Linux).
@@ -72,6 +73,44 @@ func treeUsage(root int) (usage, error) {
 		total.PeakRSSBytes += u.PeakRSSBytes
 	}
 	return total, nil
+}
+
+// pssTree reads a process and its descendants with their memory as proportional set sizes (PostgreSQL's
+// shared buffers counted once, in shares) rather than resident sets, and keeps the highest sum it has read as
+// the peak: the kernel keeps no peak of it, so the peak is as good as the reads are frequent.
+func pssTree(root int) func() (usage, error) {
+	var mu sync.Mutex
+	var peak int64
+	return func() (usage, error) {
+		u, err := treeUsage(root)
+		if err != nil {
+			return u, err
+		}
+		var pss int64
+		for _, pid := range append([]int{root}, descendants(root)...) {
+			pss += processPSS(pid)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		peak = max(peak, pss)
+		u.RSSBytes, u.PeakRSSBytes = pss, peak
+		return u, nil
+	}
+}
+
+// processPSS is a process's proportional set size (0 when it cannot be read).
+func processPSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
 }
 
 func descendants(root int) []int {

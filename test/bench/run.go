@@ -112,6 +112,8 @@ type sample struct {
 	Delivered, Synced          int64
 	ControllerRSS, ServerRSS   int64
 	APIServerRSS, SimulatorRSS int64
+	// PostgresPSS is PostgreSQL's proportional set size, all its processes together.
+	PostgresPSS int64
 }
 
 // Ratio is the end-to-end time over the floor.
@@ -587,8 +589,7 @@ func processes(f *localfleet.System, s *simulator) map[string]func() (usage, err
 	}
 	if f.Transport == workclient.TransportGRPC {
 		ps["server"] = pidUsage(f.ServerPid())
-		pg := f.Env.Postgres.Pid()
-		ps["postgres"] = func() (usage, error) { return treeUsage(pg) }
+		ps["postgres"] = pssTree(f.Env.Postgres.Pid())
 	}
 	return ps
 }
@@ -649,7 +650,7 @@ func sampleTimeline(start time.Time, s *simulator, t *tracker, procs map[string]
 			st, _ := s.stats(context.Background())
 			res.Timeline = append(res.Timeline, sample{At: time.Since(start), Delivered: st.Works, Synced: int64(synced),
 				ControllerRSS: rss("controller"), ServerRSS: rss("server"), APIServerRSS: rss("kube-apiserver"),
-				SimulatorRSS: rss(simulatorProcess)})
+				SimulatorRSS: rss(simulatorProcess), PostgresPSS: rss("postgres")})
 			select {
 			case <-done:
 				return
