@@ -13,7 +13,7 @@ import (
 const operationSettle = 5 * time.Second
 
 // operationEnds remembers, per Application, the first status that showed the end of its last operation, until
-// the managed cluster's comparison after that end is known to be in the hub's status.
+// the hub's cached status shows the managed cluster's comparison after that end.
 type operationEnds struct {
 	mu      sync.Mutex
 	entries map[string]operationEnd
@@ -24,6 +24,9 @@ type operationEnd struct {
 	// hash is the StatusHash of the first status that showed the end.
 	hash string
 	seen time.Time
+	// compared is set once the comparison after the end is known to be in the status: until the cache shows
+	// the status written then, it must not be taken for the first sight of the end.
+	compared bool
 }
 
 // compared reports whether a status of the Application key that shows the end of an operation, finishedAt,
@@ -37,8 +40,12 @@ func (o *operationEnds) compared(key, finishedAt, hash string, synced, hubCompar
 	end, known := o.entries[key]
 	known = known && end.finishedAt == finishedAt
 	switch {
-	case hubCompared, synced, known && (end.hash != hash || now.Sub(end.seen) >= operationSettle):
+	case hubCompared, synced:
 		delete(o.entries, key)
+		return true, 0
+	case known && (end.compared || end.hash != hash || now.Sub(end.seen) >= operationSettle):
+		end.compared = true
+		o.entries[key] = end
 		return true, 0
 	case known:
 		return false, operationSettle - now.Sub(end.seen)

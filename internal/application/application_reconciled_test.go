@@ -37,10 +37,14 @@ func TestOperationEnds(t *testing.T) {
 			{finishedAt: "G", hash: "b", at: 2 * time.Second, wait: operationSettle},
 			{finishedAt: "G", hash: "b", at: 3 * time.Second, wait: operationSettle - time.Second},
 		}},
-		{"forgotten once compared", []call{
+		{"compared until the hub shows it", []call{
 			{finishedAt: "F", hash: "a", wait: operationSettle},
 			{finishedAt: "F", hash: "b", at: time.Second, want: true},
-			{finishedAt: "F", hash: "b", at: 2 * time.Second, wait: operationSettle},
+			// The cache still shows the status before: the end is not seen for the first time again.
+			{finishedAt: "F", hash: "b", at: 2 * time.Second, want: true},
+			{finishedAt: "F", hash: "b", at: 3 * time.Second, hubCompared: true, want: true},
+			// Forgotten once the hub showed it: a status that shows the end anew starts over.
+			{finishedAt: "F", hash: "b", at: 4 * time.Second, wait: operationSettle},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
