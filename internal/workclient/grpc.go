@@ -316,12 +316,31 @@ func publishError(work *workv1.ManifestWork, err error) error {
 	if strings.Contains(msg, "code = NotFound") && strings.Contains(msg, "consumer") {
 		return UnknownClusterError(work.Namespace, err)
 	}
+	if unreachable(msg) {
+		return fmt.Errorf("publish work %s/%s: %w: %w", work.Namespace, work.Name, ErrUnavailable, err)
+	}
 	return fmt.Errorf("publish work %s/%s: %w", work.Namespace, work.Name, err)
+}
+
+// unreachable reports whether a publish failed because the connection to the server is down: sdk-go's client
+// is not connected (yet, or again), or gRPC found the connection gone or closing. sdk-go hands the cause on as
+// the message of a generic publish error only.
+func unreachable(msg string) bool {
+	for _, s := range []string{"the cloudevents client is not ready", "code = Unavailable", "the client connection is closing",
+		"transport not connected"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Delete publishes the work's deletion; it stays, marked, until the agent reports it gone.
 func (g *GRPC) Delete(ctx context.Context, namespace, name string) error {
 	if err := g.client(namespace, name).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		if unreachable(err.Error()) {
+			return fmt.Errorf("delete work %s/%s: %w: %w", namespace, name, ErrUnavailable, err)
+		}
 		return fmt.Errorf("delete work %s/%s: %w", namespace, name, err)
 	}
 	return nil

@@ -57,3 +57,24 @@ func TestSubscribeOnce(t *testing.T) {
 		t.Fatalf("after close: %v, asked %d times", err, inner.subscribes)
 	}
 }
+
+// TestUnreachable: the publish errors of a connection that is down, as sdk-go and gRPC word them (seen when the
+// controller's link to the server was cut), are told from the server's answers.
+func TestUnreachable(t *testing.T) {
+	for _, c := range []struct {
+		msg  string
+		want bool
+	}{
+		{"Failed to publish resource w: the cloudevents client is not ready", true},
+		{"Failed to publish resource w: rpc error: code = Unavailable desc = error reading from server: EOF", true},
+		{"Failed to publish resource w: rpc error: code = Canceled desc = grpc: the client connection is closing", true},
+		{"Failed to publish resource w: transport not connected", true},
+		{"Failed to publish resource w: rpc error: code = InvalidArgument desc = event e1: invalid manifests", false},
+		{"Failed to publish resource w: rpc error: code = FailedPrecondition desc = stale: status of resource r is for version 1", false},
+		{"Failed to publish resource w: rpc error: code = NotFound desc = consumer not registered: consumer ghost", false},
+	} {
+		if got := unreachable(c.msg); got != c.want {
+			t.Errorf("unreachable(%q) = %v, want %v", c.msg, got, c.want)
+		}
+	}
+}

@@ -56,6 +56,11 @@ func UnknownClusterError(cluster string, cause error) error {
 	return fmt.Errorf("cluster %q is not known to the transport (%w): %v", cluster, ErrUnknownCluster, cause)
 }
 
+// ErrUnavailable is wrapped by the errors of Apply and Delete when the transport cannot reach its server: the
+// connection is down or being re-established. The change is published once the connection is back; retrying
+// sooner only fails again.
+var ErrUnavailable = errors.New("the transport's server is unreachable")
+
 // IndexApplication is the cache index of works by "namespace/name" of their hub Application.
 const IndexApplication = "hubApplication"
 

@@ -28,8 +28,9 @@ type Scale struct {
 	SimClusters, Sets      int
 	// SyncDelay is how long a simulated sync takes.
 	SyncDelay time.Duration
-	// SimArgs are extra flags of the sim processes (-v=4, say, to follow their events).
-	SimArgs []string
+	// SimArgs and ServerArgs are extra flags of the sim processes and of the server instances (-v=4, say, to
+	// follow their events).
+	SimArgs, ServerArgs []string
 }
 
 // Applications is how many Applications a rollout creates.
@@ -60,7 +61,7 @@ func startFleet(ctx context.Context, dir, binary string, s Scale, logf func(stri
 	real := sim.ClusterNames("cluster", 1, s.RealClusters)
 	sys, err := localfleet.Start(ctx, localfleet.Options{
 		Dir: dir, Clusters: real, Transport: workclient.TransportGRPC, Binary: binary,
-		ServerInstances: serverInstances, NetworkFaults: true,
+		ServerInstances: serverInstances, NetworkFaults: true, ServerArgs: s.ServerArgs,
 		Simulator: &localfleet.Simulator{Clusters: s.SimClusters, Args: append([]string{
 			"--sync-delay", s.SyncDelay.String(), "--resources-per-app", "4"}, s.SimArgs...)},
 		Progress: func(line string) { logf("%s", line) },

@@ -52,6 +52,10 @@ func main() {
 		o.scale.SimArgs = append(o.scale.SimArgs, v)
 		return nil
 	})
+	flag.Func("server-arg", "An extra flag of the server instances (repeatable)", func(v string) error {
+		o.scale.ServerArgs = append(o.scale.ServerArgs, v)
+		return nil
+	})
 	flag.DurationVar(&o.timing.Timeout, "timeout", o.timing.Timeout, "How long a phase may take to converge")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -44,12 +44,13 @@ func matrix() []Case {
 	}
 }
 
-// subset is what every `go test ./...` runs: a double fault with the controller back last, and a silent
-// partition of the agents' link.
+// subset is what every `go test ./...` runs: a double fault with the controller back last, a cut of the
+// controller's link (its reconciles fail while it lasts) and a silent partition of the agents' link.
 func subset() []Case {
 	return []Case{
 		baseline,
 		{Name: "controller and server 2; server back first", Down: []string{controller, server2}, Up: []string{server2, controller}},
+		kill("network cut: controller ↔ server", localfleet.ComponentNetworkController),
 		partition("network partition: agents ↔ servers", localfleet.ComponentNetworkAgents),
 	}
 }
