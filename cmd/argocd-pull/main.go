@@ -19,6 +19,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/cmp"
 	"github.com/argocd-pull/argocd-pull/internal/demo"
 	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
+	"github.com/argocd-pull/argocd-pull/internal/memlimit"
 	"github.com/argocd-pull/argocd-pull/internal/migratecmd"
 	"github.com/argocd-pull/argocd-pull/internal/server"
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
@@ -66,6 +67,8 @@ func main() {
 	klog.InitFlags(klogFlags)
 	root.PersistentFlags().AddGoFlagSet(klogFlags)
 	ctrl.SetLogger(klog.NewKlogr())
+	// In a container, the heap stays under its memory limit (see memlimit).
+	memlimit.Apply()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
