@@ -56,7 +56,9 @@ func TestStoreStatusRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newWorkStore()
-			s.replace([]*workv1.ManifestWork{tt.stored})
+			if err := s.replace([]*workv1.ManifestWork{tt.stored}); err != nil {
+				t.Fatal(err)
+			}
 			if err := s.HandleReceivedResource(ctx, tt.received); err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +77,9 @@ func TestStoreStatusRules(t *testing.T) {
 	// The source client stores an update it published (generation 2, with the status it read before) after the
 	// agent's status for generation 2 arrived: the newer status stays.
 	s := newWorkStore()
-	s.replace([]*workv1.ManifestWork{storedWork(1, seq[0], 1)})
+	if err := s.replace([]*workv1.ManifestWork{storedWork(1, seq[0], 1)}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.HandleReceivedResource(ctx, statusEvent(2, seq[1], 2)); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +98,9 @@ func TestStoreIgnoresLateDeletion(t *testing.T) {
 	ctx := context.Background()
 	s := newWorkStore()
 	w := storedWork(1, seq[0], 1)
-	s.replace([]*workv1.ManifestWork{w})
+	if err := s.replace([]*workv1.ManifestWork{w}); err != nil {
+		t.Fatal(err)
+	}
 	deleted := statusEvent(1, seq[1], 1)
 	deleted.Status.Conditions = append(deleted.Status.Conditions, metav1.Condition{Type: common.ResourceDeleted, Status: metav1.ConditionTrue})
 	if err := s.HandleReceivedResource(ctx, deleted); err != nil {
