@@ -228,6 +228,8 @@ func (a *agentService) HandleStatusUpdate(ctx context.Context, evt *cloudevents.
 		return status.Errorf(codes.PermissionDenied, "%s may not report status for cluster %s", id, w.Consumer)
 	}
 	res, err := a.s.statuses.do(ctx, w)
+	// What is committed is sent on even when the agent has gone meanwhile (see batcher.do).
+	ctx = context.WithoutCancel(ctx)
 	if err != nil {
 		return storeStatus(err)
 	}

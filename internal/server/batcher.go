@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -13,7 +14,12 @@ type batcher[In, Out any] struct {
 	flush   func(ctx context.Context, in []In) ([]Out, error)
 	max     int
 	timeout time.Duration
+	// stopped is closed when the flushing goroutines stop: a queued request then has no result to wait for.
+	stopped chan struct{}
 }
+
+// errBatcherStopped answers a request queued when the server stopped.
+var errBatcherStopped = errors.New("the server is stopping")
 
 type batchCall[In, Out any] struct {
 	in   In
@@ -23,7 +29,8 @@ type batchCall[In, Out any] struct {
 }
 
 func newBatcher[In, Out any](max int, timeout time.Duration, flush func(ctx context.Context, in []In) ([]Out, error)) *batcher[In, Out] {
-	return &batcher[In, Out]{calls: make(chan *batchCall[In, Out], 4*max), flush: flush, max: max, timeout: timeout}
+	return &batcher[In, Out]{calls: make(chan *batchCall[In, Out], 4*max), flush: flush, max: max, timeout: timeout,
+		stopped: make(chan struct{})}
 }
 
 // run starts the flushing goroutines; they stop when ctx ends.
@@ -31,9 +38,17 @@ func (b *batcher[In, Out]) run(ctx context.Context, workers int) {
 	for range workers {
 		go b.loop(ctx)
 	}
+	go func() {
+		<-ctx.Done()
+		close(b.stopped)
+	}()
 }
 
-// do submits one request and waits for its result.
+// do submits one request and waits for its result. A request not queued yet is given up when ctx ends; once
+// queued it is committed with its batch whatever becomes of ctx, so do waits for its result all the same: the
+// caller must act on what was committed (send a status on to its source, say) even when its own client has
+// gone. An agent whose connection broke while its deletion was being committed sends the confirmation again,
+// finds the work removed, and the source would never have heard of it.
 func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
 	var zero Out
 	c := &batchCall[In, Out]{in: in, done: make(chan struct{})}
@@ -45,8 +60,8 @@ func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
 	select {
 	case <-c.done:
 		return c.out, c.err
-	case <-ctx.Done():
-		return zero, ctx.Err()
+	case <-b.stopped:
+		return zero, errBatcherStopped
 	}
 }
 

@@ -73,10 +73,14 @@ func TestPostgresRestart(t *testing.T) {
 	}
 
 	// The updates flow while PostgreSQL is killed: every round updates every work; the third deletes "del".
-	done := make(chan error, 1)
+	// The rounds after the first wait for the kill, so that they run into the outage however fast they are.
+	done, killed := make(chan error, 1), make(chan struct{})
 	go func() {
 		done <- func() error {
 			for round := 1; round <= updateRounds; round++ {
+				if round == 2 {
+					<-killed
+				}
 				for _, c := range clusters {
 					for _, w := range works {
 						var call func() error
@@ -100,6 +104,7 @@ func TestPostgresRestart(t *testing.T) {
 	start := published.Load()
 	testutil.EventuallyTrue(t, waitTimeout, "some updates to flow", func() bool { return published.Load() >= start+int64(len(works)) })
 	pg.Kill()
+	close(killed)
 	testutil.EventuallyTrue(t, waitTimeout, "publishes to fail", func() bool { return failed.Load() > 0 })
 	// A status that changes while the database is down.
 	if err := agents["cluster2"].SetMessage(ctx, "w1", "reported during the outage"); err != nil {

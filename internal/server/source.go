@@ -68,7 +68,9 @@ func (e *sourceEndpoint) applySpec(ctx context.Context, evt *cloudevents.Event, 
 	if err != nil {
 		return err
 	}
+	// What is committed is sent on even when the source has gone meanwhile (see batcher.do).
 	res, err := e.s.specs.do(ctx, w)
+	ctx = context.WithoutCancel(ctx)
 	if err != nil {
 		return storeStatus(err)
 	}

@@ -53,9 +53,11 @@ func decideDelete(w SpecWrite, st *specState, now time.Time) SpecResult {
 	if !st.exists {
 		return SpecResult{Gone: true, Row: SpecRow{ID: w.ID, Consumer: w.Consumer, Source: w.Source}}
 	}
-	if w.Version > 0 && w.Version < st.version {
-		return SpecResult{Err: fmt.Errorf("%w: delete of resource %s at version %d, stored version is %d", ErrStale, w.ID, w.Version, st.version)}
-	}
+	// A delete is taken at any version, as Maestro takes it: it is the source's last word on a resource only
+	// that source writes, and an older version only says that the source's cache missed the answer to a
+	// change the server took (its connection was cut meanwhile). Refused, the delete would fail until that
+	// cache learnt the version some other way. Nothing can undo it: a later change of the resource is refused
+	// while it is being deleted.
 	row := SpecRow{ID: w.ID, Consumer: st.consumer, Source: st.source, Name: w.Name, Meta: w.Meta}
 	if st.deletedAt != nil {
 		row.Version, row.DeletedAt = st.version, st.deletedAt
