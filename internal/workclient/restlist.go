@@ -54,31 +54,42 @@ func ListServerWorks(ctx context.Context, c *restapi.Client, source, consumer st
 // list returns every work of the source, page by page.
 func (l *restLister) list(ctx context.Context) ([]*workv1.ManifestWork, error) {
 	var works []*workv1.ManifestWork
+	seen := map[string]bool{}
+	after := ""
+	// Pages by keyset (after the last id), and by number for a Maestro, which does not know the keyset: works
+	// removed while the list runs (a mass delete) must not shift the rest out of the pages, or a work the
+	// controller never lists is never deleted. The list ends with an empty page, not at the first page's total,
+	// which such removals make stale.
 	for page := 1; ; page++ {
-		p, err := l.page(ctx, page)
+		p, err := l.page(ctx, page, after)
 		if err != nil {
 			return nil, err
 		}
+		if len(p.Items) == 0 {
+			return works, nil
+		}
 		for _, b := range p.Items {
+			if seen[b.ID] {
+				continue
+			}
+			seen[b.ID] = true
 			w, err := b.work()
 			if err != nil {
 				return nil, err
 			}
 			works = append(works, w)
 		}
-		if len(p.Items) == 0 || len(works) >= p.Total {
-			return works, nil
-		}
+		after = p.Items[len(p.Items)-1].ID
 	}
 }
 
-func (l *restLister) page(ctx context.Context, page int) (*restapi.List[bundle], error) {
+func (l *restLister) page(ctx context.Context, page int, after string) (*restapi.List[bundle], error) {
 	search := restapi.SourceSearch(l.source)
 	if l.consumer != "" {
 		search += fmt.Sprintf(" and consumer_name = '%s'", strings.ReplaceAll(l.consumer, "'", "''"))
 	}
 	p, err := restapi.ListPage[bundle](ctx, l.client, restapi.ResourceBundlesPath,
-		restapi.Page{Page: page, Size: l.pageSize, Search: search})
+		restapi.Page{Page: page, Size: l.pageSize, Search: search, After: after})
 	if err != nil {
 		return nil, fmt.Errorf("list resource bundles page %d: %w", page, err)
 	}

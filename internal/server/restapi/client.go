@@ -251,6 +251,9 @@ type Page struct {
 	Page, Size int
 	// Search is Maestro's search: `column = 'value'` terms joined by `and` (resource bundles only).
 	Search string
+	// After asks argocd-pull server for the page after the item with this id (a keyset walk; resource bundles
+	// only). Maestro does not know it and pages by Page alone.
+	After string
 }
 
 func (p Page) query() string {
@@ -263,6 +266,9 @@ func (p Page) query() string {
 	}
 	if p.Size > 0 {
 		q.Set("size", strconv.Itoa(p.Size))
+	}
+	if p.After != "" {
+		q.Set("after", p.After)
 	}
 	return q.Encode()
 }
