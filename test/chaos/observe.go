@@ -195,6 +195,7 @@ func (o *observer) simApplications(ctx context.Context, addr string) ([]sim.Appl
 
 // bundle is what the observer reads of a work on the server.
 type bundle struct {
+	ID           string `json:"id"`
 	Name         string `json:"name"`
 	ConsumerName string `json:"consumer_name"`
 	Metadata     struct {
@@ -212,10 +213,14 @@ func (o *observer) worksWithoutApplication(ctx context.Context, prefix string) (
 	}
 	o.mu.Unlock()
 	var orphans []string
-	for page := 1; ; page++ {
-		list, err := restapi.ListPage[bundle](ctx, o.f.ServerClient(), restapi.ResourceBundlesPath, restapi.Page{Page: page, Size: 500})
+	after := "" // by keyset: works removed meanwhile must not shift others out of the pages
+	for {
+		list, err := restapi.ListPage[bundle](ctx, o.f.ServerClient(), restapi.ResourceBundlesPath, restapi.Page{Size: 500, After: after})
 		if err != nil {
 			return nil, fmt.Errorf("list the works: %w", err)
+		}
+		if len(list.Items) == 0 {
+			return orphans, nil
 		}
 		for _, b := range list.Items {
 			app := b.Metadata.Annotations[argocd.AnnotationHubAppName]
@@ -223,8 +228,6 @@ func (o *observer) worksWithoutApplication(ctx context.Context, prefix string) (
 				orphans = append(orphans, b.ConsumerName+"/"+b.Name)
 			}
 		}
-		if len(list.Items) == 0 || page*500 >= list.Total {
-			return orphans, nil
-		}
+		after = list.Items[len(list.Items)-1].ID
 	}
 }
