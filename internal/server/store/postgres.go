@@ -131,9 +131,13 @@ func (s *pgStore) inTx(ctx context.Context, fn func(conn *pgx.Conn) error) error
 }
 
 // timed starts timing an operation; the returned function, deferred, reports it with the error *err holds.
-// maxOperation bounds every database operation: far more than any takes at 150,000 works, and a query on a
-// connection that a network fault left dead without a reset waits no longer than that.
-const maxOperation = 30 * time.Second
+// maxOperation bounds every database operation: far more than any takes at 150,000 works (a batch of 500
+// writes, a page of 1,000 bundles), and a query on a connection that a network fault left dead without a reset
+// waits no longer than that. An operation that reaches it ends the others in flight too (abortInFlight): the
+// database did not answer on a connection that had worked, and the connections the same fault broke are found
+// at once, not each at its own deadline. (A silent partition that the notification feed's connection did not
+// notice left an instance's pooled connections dead until their operations' deadlines.)
+const maxOperation = 10 * time.Second
 
 // begin starts a database operation: its context ends after maxOperation, or at once when the database is found
 // unreachable (abortInFlight), so that queries on connections that the same fault broke fail instead of
@@ -147,8 +151,12 @@ func (s *pgStore) begin(ctx context.Context, op string, err *error) (context.Con
 	stop := context.AfterFunc(abort, cancel)
 	return ctx, func() {
 		stop()
+		timedOut := *err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && time.Since(start) >= maxOperation
 		cancel()
 		s.observe(op, time.Since(start), *err)
+		if timedOut {
+			s.abortInFlight()
+		}
 	}
 }
 
