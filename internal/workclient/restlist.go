@@ -51,49 +51,26 @@ func ListServerWorks(ctx context.Context, c *restapi.Client, source, consumer st
 	return (&restLister{client: c, source: source, consumer: consumer, pageSize: 500}).list(ctx)
 }
 
-// list returns every work of the source, page by page.
+// list returns every work of the source (restapi.EachResourceBundle: a work removed while the list runs must not
+// hide another, or a work the controller never lists is never deleted).
 func (l *restLister) list(ctx context.Context) ([]*workv1.ManifestWork, error) {
-	var works []*workv1.ManifestWork
-	seen := map[string]bool{}
-	after := ""
-	// Pages by keyset (after the last id), and by number for a Maestro, which does not know the keyset: works
-	// removed while the list runs (a mass delete) must not shift the rest out of the pages, or a work the
-	// controller never lists is never deleted. The list ends with an empty page, not at the first page's total,
-	// which such removals make stale.
-	for page := 1; ; page++ {
-		p, err := l.page(ctx, page, after)
-		if err != nil {
-			return nil, err
-		}
-		if len(p.Items) == 0 {
-			return works, nil
-		}
-		for _, b := range p.Items {
-			if seen[b.ID] {
-				continue
-			}
-			seen[b.ID] = true
-			w, err := b.work()
-			if err != nil {
-				return nil, err
-			}
-			works = append(works, w)
-		}
-		after = p.Items[len(p.Items)-1].ID
-	}
-}
-
-func (l *restLister) page(ctx context.Context, page int, after string) (*restapi.List[bundle], error) {
 	search := restapi.SourceSearch(l.source)
 	if l.consumer != "" {
 		search += fmt.Sprintf(" and consumer_name = '%s'", strings.ReplaceAll(l.consumer, "'", "''"))
 	}
-	p, err := restapi.ListPage[bundle](ctx, l.client, restapi.ResourceBundlesPath,
-		restapi.Page{Page: page, Size: l.pageSize, Search: search, After: after})
+	var works []*workv1.ManifestWork
+	err := restapi.EachResourceBundle(ctx, l.client, search, l.pageSize, func(b bundle) string { return b.ID }, func(b bundle) error {
+		w, err := b.work()
+		if err != nil {
+			return err
+		}
+		works = append(works, w)
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("list resource bundles page %d: %w", page, err)
+		return nil, err
 	}
-	return p, nil
+	return works, nil
 }
 
 // ready asks the server whether it is ready (its /readyz: serving, with its database reachable).

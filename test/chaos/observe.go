@@ -213,21 +213,15 @@ func (o *observer) worksWithoutApplication(ctx context.Context, prefix string) (
 	}
 	o.mu.Unlock()
 	var orphans []string
-	after := "" // by keyset: works removed meanwhile must not shift others out of the pages
-	for {
-		list, err := restapi.ListPage[bundle](ctx, o.f.ServerClient(), restapi.ResourceBundlesPath, restapi.Page{Size: 500, After: after})
-		if err != nil {
-			return nil, fmt.Errorf("list the works: %w", err)
+	err := restapi.EachResourceBundle(ctx, o.f.ServerClient(), "", 500, func(b bundle) string { return b.ID }, func(b bundle) error {
+		app := b.Metadata.Annotations[argocd.AnnotationHubAppName]
+		if strings.HasPrefix(app, prefix) && !hub[app] {
+			orphans = append(orphans, b.ConsumerName+"/"+b.Name)
 		}
-		if len(list.Items) == 0 {
-			return orphans, nil
-		}
-		for _, b := range list.Items {
-			app := b.Metadata.Annotations[argocd.AnnotationHubAppName]
-			if strings.HasPrefix(app, prefix) && !hub[app] {
-				orphans = append(orphans, b.ConsumerName+"/"+b.Name)
-			}
-		}
-		after = list.Items[len(list.Items)-1].ID
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the works: %w", err)
 	}
+	return orphans, nil
 }

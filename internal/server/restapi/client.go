@@ -283,6 +283,35 @@ func ListPage[T any](ctx context.Context, c *Client, path string, p Page) (*List
 	return out, nil
 }
 
+// EachResourceBundle calls fn with every resource bundle that search matches, decoded into T, size at a time.
+// It walks by keyset (after the last id, which id returns) on argocd-pull server and by page number on a
+// Maestro, which does not know the keyset, and ends at an empty page: bundles removed while it walks (a mass
+// delete) must not shift the rest out of the pages, nor make the first page's total stale. A bundle seen twice
+// (a Maestro's pages shifting the other way) is passed once.
+func EachResourceBundle[T any](ctx context.Context, c *Client, search string, size int, id func(T) string, fn func(T) error) error {
+	seen := map[string]bool{}
+	after := ""
+	for page := 1; ; page++ {
+		list, err := ListPage[T](ctx, c, ResourceBundlesPath, Page{Page: page, Size: size, Search: search, After: after})
+		if err != nil {
+			return fmt.Errorf("list resource bundles page %d: %w", page, err)
+		}
+		if len(list.Items) == 0 {
+			return nil
+		}
+		for _, item := range list.Items {
+			if seen[id(item)] {
+				continue
+			}
+			seen[id(item)] = true
+			if err := fn(item); err != nil {
+				return err
+			}
+		}
+		after = id(list.Items[len(list.Items)-1])
+	}
+}
+
 // CountResourceBundles returns how many works the server holds (those whose deletion is under way
 // included).
 func (c *Client) CountResourceBundles(ctx context.Context) (int, error) {
