@@ -123,7 +123,7 @@ test: setup build ## Run every test (unit, apiserver, PostgreSQL, end to end, ch
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: setup ## Run the fault matrix on real processes (about an hour); writes its table into docs/reliability.md
+chaos: setup ## Run the fault matrix on real processes (about half an hour); writes its table into docs/reliability.md
 	go run ./test/chaos -doc docs/reliability.md $(CHAOS_FLAGS)
 
 DEMO_DIR ?= $(CURDIR)/.demo

@@ -216,10 +216,11 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	logger.Info("Starting the work agent", "maxJSONRawLength", o.MaxJSONRawLength)
-	return spoke.NewWorkAgentConfig(common, work).RunWorkloadAgent(ctx, &controllercmd.ControllerContext{
-		KubeConfig:        spokeConfig,
-		OperatorNamespace: o.Namespace,
-	})
+	agent := spoke.NewWorkAgentConfig(common, work)
+	controllers := &controllercmd.ControllerContext{KubeConfig: spokeConfig, OperatorNamespace: o.Namespace}
+	// OCM's work agent builds its CloudEvents client inside; one stuck on a closed connection is restarted with
+	// the whole agent, which lists its works again as after a restart of the process.
+	return reconnect.RestartWhenStuck(ctx, func(ctx context.Context) error { return agent.RunWorkloadAgent(ctx, controllers) })
 }
 
 // startConsole answers the hub console in the background, when --console-redis-address is set.

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -109,15 +108,6 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Complete(r)
 }
 
-// unreachableRetry is how soon an Application whose work could not be published, because the transport's
-// server was unreachable, is reconciled again: about as soon as the transport is back (its reconnects are paced
-// at most three seconds apart), at a steady pace rather than the growing backoff of a failed reconcile. A
-// five-second outage in a mass delete failed each Application a dozen times over, and the last ones waited
-// more than two minutes once the server was back.
-func unreachableRetry() time.Duration {
-	return time.Second + rand.N(time.Second) //nolint:gosec // jitter, not a secret
-}
-
 // Reconcile delivers one hub Application.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	result, err := r.reconcile(ctx, req)
@@ -125,7 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The transport says what it waits for (its readiness, its reconnects); one line per Application
 		// retried would flood the log.
 		log.FromContext(ctx).V(1).Info("Work not published: the transport's server is unreachable; retrying", "error", err.Error())
-		return ctrl.Result{RequeueAfter: unreachableRetry()}, nil
+		return ctrl.Result{RequeueAfter: workclient.RetryUnreachable()}, nil
 	}
 	return result, err
 }

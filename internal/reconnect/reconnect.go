@@ -4,7 +4,8 @@
 // the hub controller's status subscription came back 20–83 s later and its publishing connections one by one
 // over almost two minutes. Here the wait grows with how long the server has been away, not with how many
 // clients noticed: a client reconnects soon after a short outage, and at most MaxDelay after the server is
-// back from a long one.
+// back from a long one. It also restarts a client that sdk-go left stuck on a closed connection (OnStuck), and
+// keeps sdk-go's retries of a subscription a client holds out of the logs.
 package reconnect
 
 import (
@@ -50,10 +51,11 @@ var (
 	installOnce sync.Once
 )
 
-// Install makes the sdk-go CloudEvents clients of the process reconnect on one Backoff. Call it before the
-// first client is created: a command's Run does.
+// Install makes the sdk-go CloudEvents clients of the process reconnect on one Backoff, and watches the
+// clients built with OnStuck's context. Call it before the first client is created: a command's Run does.
 func Install() {
 	installOnce.Do(func() {
 		clients.DelayFn = func() time.Duration { return process.Delay(time.Now()) }
+		installErrorHandlers()
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/clients"
 
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
+	"github.com/argocd-pull/argocd-pull/internal/reconnect"
 )
 
 // The integration tests share one PostgreSQL and one hub apiserver, each started by the first test that needs
@@ -34,6 +35,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	reconnect.Install() // for reconnect.OnStuck
 	// Reconnect quickly after a server restart, as the other packages' tests do.
 	clients.DelayFn = func() time.Duration { return 300 * time.Millisecond }
 	dir, err := os.MkdirTemp("", "sim-test-")

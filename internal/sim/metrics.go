@@ -25,7 +25,7 @@ func (f *Fleet) newRegistry() *prometheus.Registry {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(read()) })
 	}
 	f.errorsBy = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "argocd_pull_sim_errors_total",
-		Help: "Failed attempts to process a work (retried), by reason: conflict, notfound, other."}, []string{"reason"})
+		Help: "Failed attempts to process a work (retried), and console errors, by reason: conflict, notfound, unreachable, console, other."}, []string{"reason"})
 	r.MustRegister(
 		counter("argocd_pull_sim_works_applied_total", "Work generations applied and reported Applied.", f.applied.Load),
 		counter("argocd_pull_sim_status_updates_total", "Work statuses sent, Applied ones included.", f.statusUpdates.Load),

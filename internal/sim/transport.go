@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	workclientset "open-cluster-management.io/api/client/work/clientset/versioned"
 	workv1client "open-cluster-management.io/api/client/work/clientset/versioned/typed/work/v1"
 	workinformers "open-cluster-management.io/api/client/work/informers/externalversions"
@@ -24,6 +25,8 @@ import (
 	agentcodec "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/agent/codec"
 	workstore "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/store"
 	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
+
+	"github.com/argocd-pull/argocd-pull/internal/reconnect"
 )
 
 // transport is where the simulated clusters get their works from and write their status to.
@@ -48,10 +51,15 @@ type transport interface {
 type grpcTransport struct {
 	template *grpcoptions.GRPCOptions
 	parallel int
-	clients  []workv1client.ManifestWorkInterface
-	dialers  []*grpcoptions.GRPCDialer
-	caches   []*workCache
+	conns    []atomic.Pointer[agentConn] // by cluster index
 	up       atomic.Int64
+}
+
+// agentConn is a cluster's agent client: a new one replaces it when it is restarted.
+type agentConn struct {
+	works  workv1client.ManifestWorkInterface
+	dialer *grpcoptions.GRPCDialer
+	cache  *workCache
 }
 
 // workCache holds the works of one cluster as its watch delivered them, as an informer would. sdk-go's agent
@@ -82,9 +90,7 @@ func newGRPCTransport(template *grpcoptions.GRPCOptions, parallel int) *grpcTran
 }
 
 func (t *grpcTransport) start(ctx context.Context, f *Fleet) error {
-	t.clients = make([]workv1client.ManifestWorkInterface, len(f.clusters))
-	t.dialers = make([]*grpcoptions.GRPCDialer, len(f.clusters))
-	t.caches = make([]*workCache, len(f.clusters))
+	t.conns = make([]atomic.Pointer[agentConn], len(f.clusters))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(t.parallel)
 	for _, c := range f.clusters {
@@ -125,6 +131,18 @@ func (t *grpcTransport) connectOnce(ctx context.Context, f *Fleet, c *cluster) e
 		WithClientWatcherStore(workstore.NewAgentInformerWatcherStore()).
 		WithClusterName(c.name)
 	cctx, cancel := context.WithCancel(ctx)
+	// A client that sdk-go left stuck on a closed connection is replaced, as the work agent restarts it.
+	cctx = reconnect.OnStuck(cctx, func() {
+		klog.FromContext(ctx).Info("Restarting an agent client that was stuck on a closed connection", "cluster", c.name, "stuckFor", reconnect.StuckAfter)
+		cancel()
+		_ = dialer.Close()
+		t.up.Add(-1)
+		f.wg.Go(func() {
+			if err := t.connect(ctx, ctx, f, c); err != nil && ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "Restart a stuck agent client", "cluster", c.name)
+			}
+		})
+	})
 	holder, err := work.NewAgentClientHolder(cctx, clientOpts)
 	if err != nil {
 		cancel()
@@ -140,7 +158,7 @@ func (t *grpcTransport) connectOnce(ctx context.Context, f *Fleet, c *cluster) e
 		return err
 	}
 	cache := &workCache{works: map[string]*workv1.ManifestWork{}}
-	t.clients[c.index], t.dialers[c.index], t.caches[c.index] = works, dialer, cache
+	t.conns[c.index].Store(&agentConn{works: works, dialer: dialer, cache: cache})
 	if f.cfg.Console {
 		f.wg.Go(func() { f.serveConsole(cctx, c, dialer) })
 	}
@@ -165,10 +183,11 @@ func (t *grpcTransport) connectOnce(ctx context.Context, f *Fleet, c *cluster) e
 }
 
 func (t *grpcTransport) get(c *cluster, name string) (*workv1.ManifestWork, bool) {
-	cache := t.caches[c.index]
-	if cache == nil {
+	conn := t.conns[c.index].Load()
+	if conn == nil {
 		return nil, false
 	}
+	cache := conn.cache
 	cache.mu.RLock()
 	defer cache.mu.RUnlock()
 	w, ok := cache.works[name]
@@ -176,12 +195,12 @@ func (t *grpcTransport) get(c *cluster, name string) (*workv1.ManifestWork, bool
 }
 
 func (t *grpcTransport) client(c *cluster) workv1client.ManifestWorkInterface {
-	return t.clients[c.index]
+	return t.conns[c.index].Load().works
 }
 
 // stored asks sdk-go's agent store, which hands a work to the watch before it stores it.
 func (t *grpcTransport) stored(ctx context.Context, c *cluster, name string) bool {
-	_, err := t.clients[c.index].Get(ctx, name, metav1.GetOptions{})
+	_, err := t.client(c).Get(ctx, name, metav1.GetOptions{})
 	return !apierrors.IsNotFound(err)
 }
 
@@ -190,9 +209,9 @@ func (t *grpcTransport) takesWorks() bool { return false }
 func (t *grpcTransport) connected() int { return int(t.up.Load()) }
 
 func (t *grpcTransport) stop() {
-	for _, d := range t.dialers {
-		if d != nil {
-			_ = d.Close()
+	for i := range t.conns {
+		if conn := t.conns[i].Load(); conn != nil {
+			_ = conn.dialer.Close()
 		}
 	}
 }

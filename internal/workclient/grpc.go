@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"strings"
 	"sync"
@@ -72,6 +73,8 @@ type GRPC struct {
 	mu sync.Mutex
 	// notListed is why the works are not listed yet; nil once they are.
 	notListed error
+	// creating counts the works being created per namespace: published, not stored yet.
+	creating map[string]int
 }
 
 var _ Client = (*GRPC)(nil)
@@ -92,7 +95,7 @@ func NewGRPC(ctx context.Context, o GRPCOptions) (*GRPC, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &GRPC{store: newWorkStore(), sourceID: o.SourceID, lister: lister, notListed: errors.New("listing")}
+	g := &GRPC{store: newWorkStore(), sourceID: o.SourceID, lister: lister, notListed: errors.New("listing"), creating: map[string]int{}}
 	publishers := max(o.Publishers, 1)
 	limit := utils.EventRateLimit{QPS: o.PublishQPS / float32(publishers), Burst: max(o.PublishBurst/publishers, 1)}
 	for i := 0; i <= publishers; i++ {
@@ -189,7 +192,7 @@ func newSourceClient(ctx context.Context, o GRPCOptions, cfg *grpcoptions.GRPCCo
 	}
 	DefaultKeepAlive(grpcOpts, cfg)
 	sourceOpts := grpcv2.NewSourceOptions(grpcOpts, o.SourceID, payload.ManifestBundleEventDataType)
-	sourceOpts.CloudEventsTransport = &subscribeOnce{CloudEventTransport: sourceOpts.CloudEventsTransport}
+	sourceOpts.CloudEventsTransport = newGuardedTransport(sourceOpts.CloudEventsTransport)
 	sourceOpts.EventRateLimit = limit
 	c, err := clients.NewCloudEventSourceClient[*workv1.ManifestWork](ctx, sourceOpts,
 		store.NewSourceWatcherStoreLister[*workv1.ManifestWork](s), statushash.StatusHash, codec.NewManifestBundleCodec())
@@ -222,10 +225,41 @@ func (g *GRPC) resyncOnSubscribe(ctx context.Context, events generic.CloudEvents
 			return
 		case <-events.SubscribedChan():
 		}
-		for _, cluster := range g.store.namespaces() {
+		for _, cluster := range g.resyncNamespaces() {
 			if err := events.Resync(ctx, cluster); err != nil {
 				logger.Error(err, "Resync statuses", "cluster", cluster)
 			}
+		}
+	}
+}
+
+// resyncNamespaces returns the clusters whose statuses a new subscription resyncs: the ones with works, and the
+// ones where a work is being created. The agent's status for a work published before the subscription, and
+// stored only after it, comes back only through a resync of its cluster.
+func (g *GRPC) resyncNamespaces() []string {
+	g.mu.Lock()
+	creating := maps.Clone(g.creating)
+	g.mu.Unlock()
+	namespaces := g.store.namespaces()
+	for _, ns := range namespaces {
+		delete(creating, ns)
+	}
+	for ns := range creating {
+		namespaces = append(namespaces, ns)
+	}
+	return namespaces
+}
+
+// created counts a work being created in a namespace until the returned func is called.
+func (g *GRPC) created(namespace string) (done func()) {
+	g.mu.Lock()
+	g.creating[namespace]++
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.creating[namespace]--; g.creating[namespace] == 0 {
+			delete(g.creating, namespace)
 		}
 	}
 }
@@ -271,7 +305,9 @@ func (g *GRPC) Apply(ctx context.Context, work *workv1.ManifestWork) error {
 	case !ok:
 		w := work.DeepCopy()
 		w.Generation = 1
+		done := g.created(work.Namespace)
 		_, err = c.Create(ctx, w, metav1.CreateOptions{})
+		done()
 	case !last.DeletionTimestamp.IsZero():
 		return fmt.Errorf("work %s/%s is being deleted; it is published again once the agent removed it", work.Namespace, work.Name)
 	default:

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
+	"github.com/argocd-pull/argocd-pull/internal/reconnect"
 	"github.com/argocd-pull/argocd-pull/internal/server"
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
 	"github.com/argocd-pull/argocd-pull/internal/server/servertest"
@@ -47,6 +49,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	reconnect.Install() // for reconnect.OnStuck
 	clients.DelayFn = func() time.Duration { return 300 * time.Millisecond }
 	dir, err := os.MkdirTemp("", "workclient-pg-")
 	if err != nil {
@@ -114,11 +117,17 @@ func startTransport(t *testing.T, s *server.Server) (*workclient.GRPC, context.C
 // listens there or not.
 func startTransportAt(t *testing.T, sourceAddr, httpAddr string) (*workclient.GRPC, context.CancelFunc) {
 	t.Helper()
+	return startTransportWith(t, context.Background(), sourceAddr, httpAddr)
+}
+
+// startTransportWith is startTransportAt with the transport's context.
+func startTransportWith(t *testing.T, ctx context.Context, sourceAddr, httpAddr string) (*workclient.GRPC, context.CancelFunc) {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "grpc.yaml")
 	if err := os.WriteFile(cfg, []byte("url: "+sourceAddr+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	g, err := workclient.NewGRPC(ctx, workclient.GRPCOptions{
 		ConfigFile: cfg, RESTURL: "http://" + httpAddr, SourceID: "argocd-pull",
 		PublishQPS: 1000, PublishBurst: 1000, PageSize: 2, Publishers: 3,
@@ -132,40 +141,81 @@ func startTransportAt(t *testing.T, sourceAddr, httpAddr string) (*workclient.GR
 }
 
 // agent is an unmodified sdk-go agent client that reports every spec it receives as applied, and confirms
-// deletions as the work agent does.
+// deletions as the work agent does. A client that sdk-go leaves stuck on a closed connection is replaced, as
+// argocd-pull agent replaces its work agent (reconnect.RestartWhenStuck): on a loaded machine the race happens
+// in these tests too.
 type agent struct {
 	mu       sync.Mutex
 	received map[string]int64 // work name -> last generation received
 	holder   *work.ClientHolder
 	cluster  string
+	runs     atomic.Int32 // clients started: the first, and one for each restart
+	stopped  chan error   // what reconnect.RestartWhenStuck returned, once the agent's context ended
 }
 
 func startAgent(t *testing.T, s *server.Server, cluster string) *agent {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	return startAgentAt(t, context.Background(), s.AgentAddr(), cluster)
+}
+
+// startAgentAt starts an agent with ctx (its logger, say) against a server's agent address, whether a server
+// listens there or not; it stops when ctx ends or the test does.
+func startAgentAt(t *testing.T, ctx context.Context, addr, cluster string) *agent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
-	opt := clientoptions.NewGenericClientOptions(&grpc.GRPCOptions{Dialer: &grpc.GRPCDialer{URL: s.AgentAddr()}},
-		agentcodec.NewManifestBundleCodec(), cluster+"-agent").
-		WithClientWatcherStore(workstore.NewAgentInformerWatcherStore()).WithClusterName(cluster)
-	holder, err := work.NewAgentClientHolder(ctx, opt)
-	if err != nil {
+	a := &agent{received: map[string]int64{}, cluster: cluster, stopped: make(chan error, 1)}
+	started := make(chan error, 1)
+	go func() {
+		a.stopped <- reconnect.RestartWhenStuck(ctx, func(ctx context.Context) error {
+			err := a.run(ctx, addr, started)
+			if err != nil {
+				select {
+				case started <- err:
+				default:
+				}
+			}
+			return err
+		})
+	}()
+	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
-	a := &agent{received: map[string]int64{}, holder: holder, cluster: cluster}
-	inf := workinformers.NewSharedInformerFactoryWithOptions(holder.WorkInterface(), 0, workinformers.WithNamespace(cluster)).Work().V1().ManifestWorks().Informer()
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { a.handle(ctx, obj.(*workv1.ManifestWork)) },
-		UpdateFunc: func(_, obj any) { a.handle(ctx, obj.(*workv1.ManifestWork)) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go inf.Run(ctx.Done())
 	return a
 }
 
+// run connects a client and handles its works until ctx ends; it says on started once it handles them.
+func (a *agent) run(ctx context.Context, addr string, started chan<- error) error {
+	a.runs.Add(1)
+	opt := clientoptions.NewGenericClientOptions(&grpc.GRPCOptions{Dialer: &grpc.GRPCDialer{URL: addr}},
+		agentcodec.NewManifestBundleCodec(), a.cluster+"-agent").
+		WithClientWatcherStore(workstore.NewAgentInformerWatcherStore()).WithClusterName(a.cluster)
+	holder, err := work.NewAgentClientHolder(ctx, opt)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.holder = holder
+	a.mu.Unlock()
+	inf := workinformers.NewSharedInformerFactoryWithOptions(holder.WorkInterface(), 0, workinformers.WithNamespace(a.cluster)).Work().V1().ManifestWorks().Informer()
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { a.handle(ctx, obj.(*workv1.ManifestWork)) },
+		UpdateFunc: func(_, obj any) { a.handle(ctx, obj.(*workv1.ManifestWork)) },
+	}); err != nil {
+		return err
+	}
+	select {
+	case started <- nil:
+	default:
+	}
+	inf.Run(ctx.Done())
+	return nil
+}
+
 func (a *agent) handle(ctx context.Context, w *workv1.ManifestWork) {
+	a.mu.Lock()
 	works := a.holder.ManifestWorks(a.cluster)
+	a.mu.Unlock()
 	if !w.DeletionTimestamp.IsZero() {
 		if len(w.Finalizers) > 0 {
 			_, _ = works.Patch(ctx, w.Name, kubetypes.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})

@@ -37,21 +37,22 @@ type workStore struct {
 	byNamespace map[string]map[string]struct{} // namespace (cluster) -> namespace/name set
 	handlers    []*registration
 	synced      bool
-	// removed remembers works that a Deleted status removed, for tombstoneTTL: the source client stores a
-	// deletion after it published it, and with a quick agent the final status can come first. removedOrder
-	// holds the same removals oldest first, so that expiring them does not scan the map.
-	removed      map[kubetypes.UID]time.Time
-	removedOrder []tombstoneEntry
+	// The source client stores what it published only once the server took it, and a quick agent's answer
+	// can come first:
+	//   - removed remembers the works that a Deleted status removed, with its sequence ID, so that their
+	//     deletion, stored late, does not bring them back, and their late statuses are told from the first
+	//     ones of a work created again under the same name;
+	//   - early keeps the statuses of works not stored yet, for the work the source client stores next.
+	removed recentByUID[string]
+	early   recentByUID[*workv1.ManifestWork]
 }
 
-// tombstoneEntry is one removal, in the order they happened.
-type tombstoneEntry struct {
-	uid kubetypes.UID
-	at  time.Time
-}
-
-// tombstoneTTL is how long a removed work's deletion may still arrive from the source client.
-const tombstoneTTL = 5 * time.Minute
+const (
+	// tombstoneTTL is how long a removed work's deletion may still arrive from the source client.
+	tombstoneTTL = 5 * time.Minute
+	// earlyStatusTTL is how long the status of a work not stored yet waits for the source client to store it.
+	earlyStatusTTL = time.Minute
+)
 
 var (
 	_ store.ClientWatcherStore[*workv1.ManifestWork] = (*workStore)(nil)
@@ -64,7 +65,8 @@ func newWorkStore() *workStore {
 		byUID:       map[kubetypes.UID]string{},
 		byApp:       map[string]map[string]struct{}{},
 		byNamespace: map[string]map[string]struct{}{},
-		removed:     map[kubetypes.UID]time.Time{},
+		removed:     newRecentByUID[string](tombstoneTTL),
+		early:       newRecentByUID[*workv1.ManifestWork](earlyStatusTTL),
 	}
 }
 
@@ -140,24 +142,6 @@ func removeFromIndex(index map[string]map[string]struct{}, value, key string) {
 	}
 }
 
-// tombstone remembers a removed work and forgets the ones older than tombstoneTTL; the caller holds the lock.
-func (s *workStore) tombstone(uid kubetypes.UID) {
-	now := time.Now()
-	expired := 0
-	for _, e := range s.removedOrder {
-		if now.Sub(e.at) <= tombstoneTTL {
-			break
-		}
-		// A UID removed again since has a newer entry further on; this one no longer counts.
-		if s.removed[e.uid].Equal(e.at) {
-			delete(s.removed, e.uid)
-		}
-		expired++
-	}
-	s.removedOrder = append(s.removedOrder[expired:], tombstoneEntry{uid: uid, at: now})
-	s.removed[uid] = now
-}
-
 func (s *workStore) remove(namespace, name string) *keptWork {
 	key := storeKey(namespace, name)
 	old := s.byKey[key]
@@ -184,13 +168,19 @@ func (s *workStore) Add(obj runtime.Object) error {
 		return fmt.Errorf("unexpected object %T", obj)
 	}
 	s.mu.Lock()
-	if _, gone := s.removed[w.UID]; gone && !w.DeletionTimestamp.IsZero() {
+	if _, gone := s.removed.get(w.UID); gone && !w.DeletionTimestamp.IsZero() {
 		// The deletion of a work whose removal was already confirmed: nothing to store.
 		s.mu.Unlock()
 		return nil
 	}
-	delete(s.removed, w.UID)
+	s.removed.take(w.UID)
 	old, stored, err := s.put(w)
+	if early, ok := s.early.take(w.UID); ok && err == nil && old == nil {
+		// The agent's status came before the source client stored the new work.
+		if _, updated, _, serr := s.applyStatus(klog.Background().WithValues("workUID", w.UID), stored, early); serr == nil && updated != nil {
+			stored = updated
+		}
+	}
 	handlers := append([]*registration(nil), s.handlers...)
 	s.mu.Unlock()
 	if err != nil {
@@ -258,19 +248,26 @@ func (s *workStore) HandleReceivedResource(ctx context.Context, received *workv1
 // applyStatus decides what a status event does to the stored work; the caller holds the lock. It returns the
 // work before and after an update, or the removed work.
 func (s *workStore) applyStatus(logger klog.Logger, last *keptWork, received *workv1.ManifestWork) (old, stored, deleted *keptWork, err error) {
+	final := meta.IsStatusConditionTrue(received.Status.Conditions, common.ResourceDeleted)
+	seq := received.Annotations[common.CloudEventsSequenceIDAnnotationKey]
 	if last == nil {
-		// A status of a work deleted here already (its final "Deleted" status, or one that crossed the delete).
-		logger.V(2).Info("Ignoring the status of an unknown work")
+		if final || !s.afterRemoval(received.UID, seq) {
+			// A status of a work deleted here already (its final "Deleted" status, or one that crossed the delete).
+			logger.V(2).Info("Ignoring the status of an unknown work")
+			return nil, nil, nil, nil
+		}
+		// The status of a work the source client published and has not stored yet: kept for it.
+		logger.V(2).Info("Keeping the status of a work not stored yet")
+		s.early.put(received.UID, received, time.Now())
 		return nil, nil, nil, nil
 	}
-	if meta.IsStatusConditionTrue(received.Status.Conditions, common.ResourceDeleted) {
-		s.tombstone(last.meta.UID)
+	if final {
+		s.removed.put(last.meta.UID, seq, time.Now())
 		return nil, nil, s.remove(last.meta.Namespace, last.meta.Name), nil
 	}
 	// A status for a newer generation than stored is kept: the source client publishes an update before it
 	// stores the new generation, so the agent's answer can arrive first. put keeps the newer status when the
 	// update is stored.
-	seq := received.Annotations[common.CloudEventsSequenceIDAnnotationKey]
 	newer, err := utils.CompareSnowflakeSequenceIDs(last.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey], seq)
 	if err != nil {
 		logger.Error(err, "Ignoring a status with an invalid sequence ID", "sequenceID", seq)
@@ -301,6 +298,17 @@ func (s *workStore) applyStatus(logger klog.Logger, last *keptWork, received *wo
 	}
 	addToIndex(s.byNamespace, updated.meta.Namespace, key)
 	return last, updated, nil, nil
+}
+
+// afterRemoval reports whether a status of a work not stored is newer than the work's removal, if it was
+// removed lately; the caller holds the lock.
+func (s *workStore) afterRemoval(uid kubetypes.UID, seq string) bool {
+	removedSeq, ok := s.removed.get(uid)
+	if !ok {
+		return true
+	}
+	newer, err := utils.CompareSnowflakeSequenceIDs(removedSeq, seq)
+	return err == nil && newer
 }
 
 // GetWatcher is not used: the controllers take events from the store's handlers.

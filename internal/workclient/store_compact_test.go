@@ -130,7 +130,7 @@ func TestStoreMemoryPerWork(t *testing.T) {
 	if raceEnabled {
 		t.Skip("memory figures of a -race build mean nothing")
 	}
-	const n = 5000
+	const n = 20000
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubetypes "k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/utils"
@@ -137,26 +138,77 @@ func TestStoreIgnoresLateDeletion(t *testing.T) {
 	}
 }
 
-// TestTombstonesExpire: a removal is remembered for tombstoneTTL, oldest first, and a UID removed again keeps
-// its newer removal.
-func TestTombstonesExpire(t *testing.T) {
+// TestStoreKeepsEarlyStatus: the source client stores a new work after the server took it, and a quick agent's
+// status can arrive first; it is kept for the work, unless it is a late status of a work removed before (the
+// status of a work created again under the same name is newer than the removal).
+func TestStoreKeepsEarlyStatus(t *testing.T) {
+	ctx := context.Background()
 	s := newWorkStore()
-	old := time.Now().Add(-tombstoneTTL - time.Minute)
-	for _, uid := range []kubetypes.UID{"expired", "again"} {
-		s.removed[uid] = old
-		s.removedOrder = append(s.removedOrder, tombstoneEntry{uid: uid, at: old})
+	if err := s.replace(nil); err != nil {
+		t.Fatal(err)
 	}
-	s.tombstone("again")
-	s.tombstone("fresh")
-	if _, ok := s.removed["expired"]; ok {
-		t.Error("a removal older than tombstoneTTL is still remembered")
+	var added []*workv1.ManifestWork
+	if _, err := s.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { added = append(added, obj.(*workv1.ManifestWork)) }}); err != nil {
+		t.Fatal(err)
 	}
-	for _, uid := range []kubetypes.UID{"again", "fresh"} {
-		if _, ok := s.removed[uid]; !ok {
-			t.Errorf("the recent removal of %s is forgotten", uid)
+	if err := s.HandleReceivedResource(ctx, statusEvent(1, seq[0], 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(storedWork(1, "", 0)); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := s.Get(ctx, "c1", "w")
+	if len(got.Status.Conditions) == 0 || got.Status.Conditions[0].ObservedGeneration != 1 || got.Annotations[common.CloudEventsSequenceIDAnnotationKey] != seq[0] {
+		t.Fatalf("the status that came first is not stored: %+v", got.Status)
+	}
+	if len(added) != 1 || len(added[0].Finalizers) == 0 {
+		t.Fatalf("the handlers were told %+v, want the work with its status once", added)
+	}
+
+	deleted := statusEvent(1, seq[1], 1)
+	deleted.Status.Conditions = append(deleted.Status.Conditions, metav1.Condition{Type: common.ResourceDeleted, Status: metav1.ConditionTrue})
+	if err := s.HandleReceivedResource(ctx, deleted); err != nil {
+		t.Fatal(err)
+	}
+	// A status older than the removal crosses it: ignored. The first status of the work created again is kept.
+	for _, status := range []*workv1.ManifestWork{statusEvent(1, seq[0], 1), statusEvent(1, seq[2], 1)} {
+		if err := s.HandleReceivedResource(ctx, status); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if len(s.removedOrder) != 2 {
-		t.Errorf("%d removals queued, want 2: %+v", len(s.removedOrder), s.removedOrder)
+	if err := s.Add(storedWork(1, "", 0)); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ = s.Get(ctx, "c1", "w")
+	if got.Annotations[common.CloudEventsSequenceIDAnnotationKey] != seq[2] || len(got.Status.Conditions) == 0 {
+		t.Fatalf("the work created again has status %+v at sequence %q, want its own first status (%s)", got.Status,
+			got.Annotations[common.CloudEventsSequenceIDAnnotationKey], seq[2])
+	}
+	if len(s.early.items) != 0 {
+		t.Fatalf("statuses still kept: %+v", s.early.items)
+	}
+}
+
+// TestRecentByUIDExpires: a value is kept for its ttl and forgotten oldest first; a UID put again keeps its newer
+// value.
+func TestRecentByUIDExpires(t *testing.T) {
+	r := newRecentByUID[string](time.Minute)
+	now := time.Now()
+	r.put("expired", "a", now.Add(-2*time.Minute))
+	r.put("again", "b", now.Add(-2*time.Minute))
+	r.put("again", "c", now)
+	r.put("fresh", "d", now)
+	if _, ok := r.get("expired"); ok {
+		t.Error("a value older than its ttl is still kept")
+	}
+	if v, ok := r.get("again"); !ok || v != "c" {
+		t.Errorf("the value put again is %q, want c", v)
+	}
+	if _, ok := r.get("fresh"); !ok || len(r.order) != 2 {
+		t.Errorf("kept %+v in the order %+v, want again and fresh", r.items, r.order)
+	}
+	v, ok := r.take("fresh")
+	if _, kept := r.get("fresh"); !ok || v != "d" || kept {
+		t.Errorf("take returned %q, %v and left it kept: %v", v, ok, kept)
 	}
 }

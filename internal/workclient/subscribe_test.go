@@ -3,6 +3,7 @@ package workclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options"
@@ -33,12 +34,12 @@ func (t *countingTransport) Close(context.Context) error {
 	return nil
 }
 
-// TestSubscribeOnce: a second Subscribe while subscribed succeeds without asking the transport, a failed one
+// TestGuardedSubscribeOnce: a second Subscribe while subscribed succeeds without asking the transport, a failed one
 // is not taken for a subscription, and after Close the transport is asked again.
-func TestSubscribeOnce(t *testing.T) {
+func TestGuardedSubscribeOnce(t *testing.T) {
 	ctx := context.Background()
 	inner := &countingTransport{fail: 1}
-	tr := &subscribeOnce{CloudEventTransport: inner}
+	tr := newGuardedTransport(inner)
 	if err := tr.Subscribe(ctx); err == nil {
 		t.Fatal("a failed subscription succeeded")
 	}
@@ -76,5 +77,11 @@ func TestUnreachable(t *testing.T) {
 		if got := unreachable(c.msg); got != c.want {
 			t.Errorf("unreachable(%q) = %v, want %v", c.msg, got, c.want)
 		}
+		if got := Unreachable(errors.New(c.msg)); got != c.want {
+			t.Errorf("Unreachable(%q) = %v, want %v", c.msg, got, c.want)
+		}
+	}
+	if !Unreachable(fmt.Errorf("publish work c/w: %w: EOF", ErrUnavailable)) || Unreachable(nil) {
+		t.Error("Unreachable does not tell ErrUnavailable, or takes nil for an error")
 	}
 }

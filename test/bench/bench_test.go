@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -136,4 +137,46 @@ func TestPSSTree(t *testing.T) {
 		t.Fatalf("after 64 MiB more: %+v (first %+v)", second, first)
 	}
 	_ = ballast[len(ballast)-1]
+}
+
+// TestCommandLine: the results say the command that made them, flags included.
+func TestCommandLine(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-out", "docs/bench"}, "make bench"},
+		{[]string{"-out", "docs/bench", "-pprof", "-keep"}, `make bench BENCH_FLAGS="-pprof -keep"`},
+		{[]string{"-scale", "300x50=grpc"}, "go run ./test/bench -scale 300x50=grpc"},
+		{nil, "go run ./test/bench"},
+	} {
+		if got := commandLine(tt.args); got != tt.want {
+			t.Errorf("commandLine(%q) = %s, want %s", tt.args, got, tt.want)
+		}
+	}
+}
+
+// TestTreeUsageKeepsExitedChildren: a process tree's CPU seconds keep those of a child that has exited (a
+// PostgreSQL backend that closed), so they never go down.
+func TestTreeUsageKeepsExitedChildren(t *testing.T) {
+	before, err := treeUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command("sh", "-c", "i=0; while [ $i -lt 1000000 ]; do i=$((i+1)); done")
+	if err := child.Run(); err != nil {
+		t.Fatal(err)
+	}
+	spent := (child.ProcessState.UserTime() + child.ProcessState.SystemTime()).Seconds()
+	if spent < 0.1 {
+		t.Fatalf("the child spent %.2fs of CPU, too little to tell", spent)
+	}
+	after, err := treeUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The child's own count and /proc's ticks are rounded differently: allow a tick each way.
+	if got := after.CPUSeconds - before.CPUSeconds; got < spent-0.02 {
+		t.Fatalf("the tree's CPU grew by %.2fs while its exited child spent %.2fs", got, spent)
+	}
 }

@@ -200,8 +200,20 @@ func (o *options) write(s scale, results []*Result, all *[]*Result, tables *[]st
 		}
 	}
 	*all = append(*all, results...)
-	*tables = append(*tables, markdown(results, "make bench", loopback.Machine()))
+	*tables = append(*tables, markdown(results, commandLine(os.Args[1:]), loopback.Machine()))
 	return writeResults(o.out, *all, *tables)
+}
+
+// commandLine is how the results were made, with the flags the benchmark was given: `make bench` runs it with
+// -out docs/bench and then BENCH_FLAGS.
+func commandLine(args []string) string {
+	if len(args) < 2 || args[0] != "-out" || args[1] != "docs/bench" {
+		return strings.TrimSpace("go run ./test/bench " + strings.Join(args, " "))
+	}
+	if len(args) == 2 {
+		return "make bench"
+	}
+	return fmt.Sprintf("make bench BENCH_FLAGS=%q", strings.Join(args[2:], " "))
 }
 
 // writeResults writes results.md and results.json.

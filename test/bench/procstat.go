@@ -20,7 +20,9 @@ type usage struct {
 	PeakRSSBytes int64
 }
 
-// processUsage reads /proc for one process.
+// processUsage reads /proc for one process. Its CPU seconds include those of its children that have exited
+// and been waited for (PostgreSQL's backends that closed): without them a process tree's CPU went down when a
+// backend exited.
 func processUsage(pid int) (usage, error) {
 	var u usage
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -30,12 +32,13 @@ func processUsage(pid int) (usage, error) {
 	// Fields after the command name, which is in parentheses and may hold spaces.
 	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
 	f := strings.Fields(rest)
-	if len(f) < 13 {
+	if len(f) < 15 {
 		return u, fmt.Errorf("short /proc/%d/stat", pid)
 	}
-	utime, _ := strconv.ParseFloat(f[11], 64)
-	stime, _ := strconv.ParseFloat(f[12], 64)
-	u.CPUSeconds = (utime + stime) / clockTicks
+	for _, ticks := range f[11:15] { // utime, stime, cutime, cstime
+		t, _ := strconv.ParseFloat(ticks, 64)
+		u.CPUSeconds += t / clockTicks
+	}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return u, err

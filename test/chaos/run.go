@@ -145,9 +145,15 @@ func (r *runner) phase(ctx context.Context, c Case, ro *rollout, phase string) *
 		return fail("could not create the Applications: %v", err)
 	}
 	var last *snapshot
+	overdue := len(c.Down) > 0 // a fault's phase says once what it still waits for, when that is late
 	if waitUntil(ctx, r.timing.Timeout, func() bool {
 		last = r.obs.take(ctx, ro.prefix)
-		return r.converged(last, ro, phase)
+		done := r.converged(last, ro, phase)
+		if !done && overdue && last.at.Sub(back) > res.Backlog+r.timing.bound(c) {
+			overdue = false
+			r.logf("  %s: not converged %s after the last component was back: %s", phase, seconds(last.at.Sub(back)), r.describe(last, ro, phase))
+		}
+		return done
 	}) == nil {
 		res.Converged = last.at.Sub(back)
 	}

@@ -1,0 +1,75 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
+
+	"github.com/argocd-pull/argocd-pull/internal/application"
+	"github.com/argocd-pull/argocd-pull/internal/loopback"
+	"github.com/argocd-pull/argocd-pull/internal/reconnect"
+	"github.com/argocd-pull/argocd-pull/internal/server/servertest"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
+)
+
+// TestStuckClientRestarted: a simulated cluster whose agent client sdk-go left on a closed connection (a
+// connection that failed right after a reconnect, its report dropped) gets a new client after
+// reconnect.StuckAfter and syncs what it is sent. The test holds the client's reconnect loop, as a busy machine
+// can, to force the race.
+func TestStuckClientRestarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	ctx := context.Background()
+	ports, err := loopback.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := servertest.Options(servertest.NewDatabase(t, postgres(t)))
+	at := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
+	o.SourceAddress, o.AgentAddress, o.HTTPAddress = at(ports[0]), at(ports[1]), at(ports[2])
+	o.AutoRegisterConsumers = true
+	s := servertest.Run(t, o)
+	h := grpcHub{startSource(t, s)}
+
+	f, err := NewFleet(Config{
+		Transport: workclient.TransportGRPC,
+		GRPC:      &grpcoptions.GRPCOptions{Dialer: &grpcoptions.GRPCDialer{URL: s.AgentAddr()}},
+		Clusters:  []string{"stuck-1"},
+		Argo:      testArgo(),
+		Workers:   1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled, stall := testutil.StallReconnects(ctx, 5*time.Second)
+	if err := f.Start(stalled); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Stop)
+
+	s.Stop()
+	stall.Forced(t)
+	servertest.Run(t, o)
+	w, err := application.BuildWork(hubApplication("stuck-1-app", goodRepo, nil), application.BuildOptions{Cluster: "stuck-1", SpokeArgoCDNamespace: "argocd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the work published", func() error { return h.apply(ctx, w) })
+	d := delivered{cluster: "stuck-1", hub: "stuck-1-app", work: w.Name}
+	testutil.EventuallyWithin(t, reconnect.StuckAfter+30*time.Second, "the work synced by a new client", func() error {
+		got, err := hubStatus(ctx, h, d)
+		if err != nil {
+			return err
+		}
+		if !got.Applied {
+			return errors.New("not applied")
+		}
+		return nil
+	})
+}
