@@ -12,8 +12,8 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 )
 
-// statusFeedbackSynced is the manifest condition the work agent sets when it reads (or fails to read) feedback.
-const statusFeedbackSynced = "StatusFeedbackSynced"
+// StatusFeedbackSynced is the manifest condition the work agent sets when it reads (or fails to read) feedback.
+const StatusFeedbackSynced = "StatusFeedbackSynced"
 
 // Condition is one entry of an Application's status.conditions.
 type Condition struct {
@@ -78,7 +78,7 @@ func FromWork(work *workv1.ManifestWork, opts Options) Delivery {
 			Message: fmt.Sprintf("the Application is not available on cluster %s: %s", cluster, c.Message),
 		})
 	}
-	if c := metaCondition(m.Conditions, statusFeedbackSynced); c != nil && c.Status == metav1.ConditionFalse {
+	if c := metaCondition(m.Conditions, StatusFeedbackSynced); c != nil && c.Status == metav1.ConditionFalse {
 		d.Conditions = append(d.Conditions, Condition{
 			Type:    argocd.ConditionDeliveryWarning,
 			Message: fmt.Sprintf("part of the status from cluster %s is missing: %s", cluster, c.Message),

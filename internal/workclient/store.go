@@ -276,7 +276,7 @@ func (s *workStore) applyStatus(logger klog.Logger, last *keptWork, received *wo
 	if !newer {
 		return nil, nil, nil, nil
 	}
-	status, err := encodeStatus(&received.Status)
+	status, err := encodeStatus(withKeptFeedback(&received.Status, last.status))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("store the status of work %s/%s: %w", last.meta.Namespace, last.meta.Name, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubetypes "k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -12,6 +13,7 @@ import (
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/utils"
 
+	"github.com/argocd-pull/argocd-pull/internal/appstatus"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 )
 
@@ -210,5 +212,65 @@ func TestRecentByUIDExpires(t *testing.T) {
 	v, ok := r.take("fresh")
 	if _, kept := r.get("fresh"); !ok || v != "d" || kept {
 		t.Errorf("take returned %q, %v and left it kept: %v", v, ok, kept)
+	}
+}
+
+// TestStoreKeepsFeedbackOverAnAgentRestart: a restarted agent's first report of a work has its manifests without
+// feedback; the store keeps the feedback it had for them, and takes the agent's next report, with feedback, as
+// it comes. A manifest whose feedback the agent has read keeps what the agent says, even with no values.
+func TestStoreKeepsFeedbackOverAnAgentRestart(t *testing.T) {
+	ctx := context.Background()
+	s := newWorkStore()
+	if err := s.replace(nil); err != nil {
+		t.Fatal(err)
+	}
+	app := workv1.ManifestResourceMeta{Group: argocd.Group, Version: "v1alpha1", Kind: "Application", Resource: "applications", Namespace: "argocd", Name: "a"}
+	withManifest := func(s string, feedback string, synced bool) *workv1.ManifestWork {
+		w := statusEvent(1, s, 1)
+		m := workv1.ManifestCondition{ResourceMeta: app, Conditions: []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue}}}
+		if feedback != "" {
+			m.StatusFeedbacks.Values = []workv1.FeedbackValue{{Name: "sync", Value: workv1.FieldValue{Type: workv1.String, String: &feedback}}}
+		}
+		if synced {
+			m.Conditions = append(m.Conditions, metav1.Condition{Type: appstatus.StatusFeedbackSynced, Status: metav1.ConditionTrue, Reason: "StatusFeedbackSynced"})
+		}
+		w.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{m}
+		return w
+	}
+	feedbackOf := func() (string, bool) {
+		got, _, _ := s.Get(ctx, "c1", "w")
+		m := got.Status.ResourceStatus.Manifests[0]
+		synced := meta.FindStatusCondition(m.Conditions, appstatus.StatusFeedbackSynced) != nil
+		if len(m.StatusFeedbacks.Values) == 0 {
+			return "", synced
+		}
+		return *m.StatusFeedbacks.Values[0].Value.String, synced
+	}
+	if err := s.Add(storedWork(1, seq[0], 0)); err != nil {
+		t.Fatal(err)
+	}
+	sequence := []string{"1854718813467537411", "1854718813467537412", "1854718813467537413", "1854718813467537414"}
+	steps := []struct {
+		name         string
+		received     *workv1.ManifestWork
+		want         string
+		wantSynced   bool
+		unreadBefore bool
+	}{
+		{"the agent reads the feedback", withManifest(sequence[0], "Synced", true), "Synced", true, false},
+		{"the restarted agent's first report", withManifest(sequence[1], "", false), "Synced", true, true},
+		{"its next report, with feedback", withManifest(sequence[2], "OutOfSync", true), "OutOfSync", true, false},
+		{"feedback read, and empty", withManifest(sequence[3], "", true), "", true, false},
+	}
+	for _, step := range steps {
+		if err := s.HandleReceivedResource(ctx, step.received); err != nil {
+			t.Fatal(err)
+		}
+		if got, synced := feedbackOf(); got != step.want || synced != step.wantSynced {
+			t.Fatalf("%s: stored feedback %q (synced condition %v), want %q (%v)", step.name, got, synced, step.want, step.wantSynced)
+		}
+		if step.unreadBefore && len(step.received.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values) != 0 {
+			t.Fatalf("%s: the received status was changed", step.name)
+		}
 	}
 }

@@ -22,8 +22,9 @@ import (
 // recovery that took minutes (sdk-go's default reconnect backoff) fails it all the same.
 const recoveryBound = 30 * time.Second
 
-// settle is how long a recovered fleet runs before its hub statuses are checked once more.
-const settle = 15 * time.Second
+// settle is how long a recovered fleet is watched once its hub statuses are current: longer than the work agent's
+// longest status sync interval (10 s with a jitter of up to 90%).
+const settle = 20 * time.Second
 
 // appsPerCluster is the number of hub Applications per managed cluster.
 const appsPerCluster = 10
@@ -120,10 +121,10 @@ func TestRecovery(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// No status reported on the way (a restarted agent's first report of a work has no feedback) may
-			// stay on the hub: let every agent report at least once more (its status sync runs every 10 s).
-			time.Sleep(settle)
-			if err := hubShows(ctx, hub, clusters, revision); err != nil {
+			// Once current, the hub stays so while every agent reports at least once more (its status sync runs
+			// every 10 to 19 s): no status reported on the way (a restarted agent's first report of a work has no
+			// feedback) shows on the hub, not even for a moment.
+			if err := stayCurrent(ctx, hub, clusters, revision, settle); err != nil {
 				t.Fatalf("after the recovery: %v", err)
 			}
 		})
@@ -169,6 +170,18 @@ func hubShows(ctx context.Context, hub client.Client, clusters []string, revisio
 	if len(wrong) > 0 {
 		return fmt.Errorf("%d of %d hub Applications not at %s: %s", len(wrong), len(clusters)*appsPerCluster, want,
 			strings.Join(wrong[:min(len(wrong), 3)], ", "))
+	}
+	return nil
+}
+
+
+// stayCurrent checks every quarter second for d that the hub Applications show revision r<revision>, Synced and
+// Healthy, and returns the first error.
+func stayCurrent(ctx context.Context, hub client.Client, clusters []string, revision int, d time.Duration) error {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if err := hubShows(ctx, hub, clusters, revision); err != nil {
+			return err
+		}
 	}
 	return nil
 }
