@@ -174,7 +174,6 @@ func hubShows(ctx context.Context, hub client.Client, clusters []string, revisio
 	return nil
 }
 
-
 // stayCurrent checks every quarter second for d that the hub Applications show revision r<revision>, Synced and
 // Healthy, and returns the first error.
 func stayCurrent(ctx context.Context, hub client.Client, clusters []string, revision int, d time.Duration) error {
