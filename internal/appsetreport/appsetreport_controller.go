@@ -99,6 +99,7 @@ type Reconciler struct {
 	now      func() time.Time
 	coalesce *coalescer
 	budget   *writeBudget
+	memos    memos
 }
 
 // +kubebuilder:rbac:groups=apps.open-cluster-management.io,resources=multiclusterapplicationsetreports,verbs=get;list;watch;create;patch;delete
@@ -147,8 +148,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	var apps []Observed
+	memo := r.memos.get(req.NamespacedName)
 	if appSet != nil {
-		if apps, err = r.observeApplications(ctx, req.NamespacedName); err != nil {
+		if apps, err = r.observeApplications(ctx, req.NamespacedName, memo); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -159,9 +161,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(apps) == 0 {
 		// The ApplicationSet is gone, going, or has no pull-model Application: no report.
 		r.budget.forget(req.NamespacedName)
+		r.memos.forget(req.NamespacedName)
 		return ctrl.Result{}, r.deleteReport(ctx, current)
 	}
-	return r.applyReport(ctx, current, Build(appSet, apps, r.Options.Limits))
+	desired := newReport(appSet)
+	refs, omitted := memo.resources(r.Options.Limits.MaxResources)
+	desired.Statuses = statuses(apps, refs, omitted, r.Options.Limits)
+	return r.applyReport(ctx, current, desired)
 }
 
 // getAppSet returns the ApplicationSet's metadata, or nil when it does not exist or is being deleted.
@@ -179,21 +185,16 @@ func (r *Reconciler) getAppSet(ctx context.Context, key types.NamespacedName) (*
 	return appSet, nil
 }
 
-// observeApplications reads the state of the ApplicationSet's pull-model Applications from the cache.
-func (r *Reconciler) observeApplications(ctx context.Context, key types.NamespacedName) ([]Observed, error) {
+// observeApplications reads the state of the ApplicationSet's pull-model Applications from the cache; the
+// memo observes again only those that changed since its last evaluation.
+func (r *Reconciler) observeApplications(ctx context.Context, key types.NamespacedName, memo *memo) ([]Observed, error) {
 	list := &argocd.ApplicationList{}
 	// The cached objects are only read: no deep copy of thousands of Applications per evaluation.
 	if err := r.Client.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{indexAppSet: key.String()},
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list applications of applicationset %s: %w", key, err)
 	}
-	apps := make([]Observed, 0, len(list.Items))
-	for i := range list.Items {
-		if argocd.IsPullApplication(&list.Items[i]) {
-			apps = append(apps, Observe(&list.Items[i]))
-		}
-	}
-	return apps, nil
+	return memo.observe(list.Items), nil
 }
 
 func (r *Reconciler) getReport(ctx context.Context, key types.NamespacedName) (*v1alpha1.MulticlusterApplicationSetReport, error) {

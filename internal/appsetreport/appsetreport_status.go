@@ -207,6 +207,13 @@ func HostingAppSetLabel(namespace, name string) string {
 
 // Build returns the report of an ApplicationSet from the state of its Applications.
 func Build(appSet *metav1.PartialObjectMetadata, apps []Observed, limits Limits) *v1alpha1.MulticlusterApplicationSetReport {
+	report := newReport(appSet)
+	report.Statuses = Statuses(apps, limits)
+	return report
+}
+
+// newReport returns the report of an ApplicationSet without its statuses.
+func newReport(appSet *metav1.PartialObjectMetadata) *v1alpha1.MulticlusterApplicationSetReport {
 	report := &v1alpha1.MulticlusterApplicationSetReport{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MulticlusterApplicationSetReport"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -219,14 +226,18 @@ func Build(appSet *metav1.PartialObjectMetadata, apps []Observed, limits Limits)
 			}},
 		},
 	}
-	report.Statuses = Statuses(apps, limits)
 	return report
 }
 
 // Statuses computes a report's statuses: the summary, the resources, and the entries that fit the limits.
 func Statuses(apps []Observed, limits Limits) v1alpha1.AppConditions {
-	out := v1alpha1.AppConditions{Summary: Count(apps).Summary()}
-	out.Resources, out.OmittedResources = resources(apps, limits.MaxResources)
+	refs, omitted := resources(apps, limits.MaxResources)
+	return statuses(apps, refs, omitted, limits)
+}
+
+// statuses computes a report's statuses with the resources given.
+func statuses(apps []Observed, refs []v1alpha1.ResourceRef, omittedRefs int32, limits Limits) v1alpha1.AppConditions {
+	out := v1alpha1.AppConditions{Summary: Count(apps).Summary(), Resources: refs, OmittedResources: omittedRefs}
 
 	full := len(apps) <= limits.MaxClusterConditions
 	candidates := make([]*Observed, 0, len(apps))
@@ -241,9 +252,15 @@ func Statuses(apps []Observed, limits Limits) v1alpha1.AppConditions {
 	})
 	budget := limits.MaxBytes - encodedSize(out)
 	for _, o := range candidates {
+		if len(out.ClusterConditions) >= limits.MaxClusterConditions {
+			if o.NeedsAttention() {
+				out.OmittedClusterConditions++
+			}
+			continue
+		}
 		e := entry(o, limits)
 		size := encodedSize(e) + 1
-		if len(out.ClusterConditions) >= limits.MaxClusterConditions || size > budget {
+		if size > budget {
 			if o.NeedsAttention() {
 				out.OmittedClusterConditions++
 			}
@@ -300,7 +317,7 @@ func boolInt(b bool) int {
 // kind), cut to max, and how many were left out (including those beyond what the cache keeps per Application).
 func resources(apps []Observed, maxResources int) ([]v1alpha1.ResourceRef, int32) {
 	seen := map[string]struct{}{}
-	set := map[v1alpha1.ResourceRef]struct{}{}
+	set := map[v1alpha1.ResourceRef]int{}
 	beyondCache := 0
 	for i := range apps {
 		o := &apps[i]
@@ -311,17 +328,29 @@ func resources(apps []Observed, maxResources int) ([]v1alpha1.ResourceRef, int32
 			seen[o.ResourceRefs] = struct{}{}
 			refs := argocd.ParseResourceRefs(o.ResourceRefs)
 			for _, r := range refs {
-				apiVersion := r.Version
-				if r.Group != "" {
-					apiVersion = r.Group + "/" + r.Version
-				}
-				set[v1alpha1.ResourceRef{APIVersion: apiVersion, Kind: r.Kind, Name: r.Name, Namespace: r.Namespace}] = struct{}{}
+				set[reportRef(r)]++
 			}
 			beyondCache = max(beyondCache, o.ResourceCount-len(refs))
 		}
 	}
+	out, omitted := sortedRefs(set, maxResources)
+	return out, omitted + int32(beyondCache)
+}
+
+// reportRef is a resource as a report lists it.
+func reportRef(r argocd.ResourceRef) v1alpha1.ResourceRef {
+	apiVersion := r.Version
+	if r.Group != "" {
+		apiVersion = r.Group + "/" + r.Version
+	}
+	return v1alpha1.ResourceRef{APIVersion: apiVersion, Kind: r.Kind, Name: r.Name, Namespace: r.Namespace}
+}
+
+// sortedRefs returns the resources of a set sorted as ACM sorts them (name, then kind), cut to max, and how
+// many were cut.
+func sortedRefs(set map[v1alpha1.ResourceRef]int, maxResources int) ([]v1alpha1.ResourceRef, int32) {
 	if len(set) == 0 {
-		return nil, int32(beyondCache)
+		return nil, 0
 	}
 	out := make([]v1alpha1.ResourceRef, 0, len(set))
 	for r := range set {
@@ -331,12 +360,10 @@ func resources(apps []Observed, maxResources int) ([]v1alpha1.ResourceRef, int32
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind),
 			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.APIVersion, b.APIVersion))
 	})
-	omitted := beyondCache
-	if len(out) > maxResources {
-		omitted += len(out) - maxResources
-		out = out[:maxResources]
+	if len(out) <= maxResources {
+		return out, 0
 	}
-	return out, int32(omitted)
+	return out[:maxResources:maxResources], int32(len(out) - maxResources)
 }
 
 // Truncate cuts s to at most n bytes on a rune boundary, ending it with "..." when it was cut.

@@ -1,0 +1,86 @@
+package appsetreport
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+)
+
+// TestMemoMatchesAFullEvaluation: evaluations through a memo, as Applications come, change their status and
+// resources, stop being pull-model Applications and go, give the statuses a full evaluation of the same
+// Applications gives; an Application at an unchanged resourceVersion is not observed again.
+func TestMemoMatchesAFullEvaluation(t *testing.T) {
+	limits := DefaultLimits()
+	limits.MaxResources = 4
+	version := 0
+	versioned := func(a *argocd.Application) argocd.Application {
+		version++
+		a.ResourceVersion = strconv.Itoa(version)
+		return *a
+	}
+	apps := map[string]argocd.Application{}
+	set := func(name, cluster string, st map[string]any) {
+		apps[name] = versioned(app(name, cluster, st))
+	}
+	m := &memo{apps: map[string]*memoApp{}, refs: map[v1alpha1.ResourceRef]int{}, beyondCache: map[int]int{}}
+	steps := []struct {
+		name   string
+		change func()
+	}{
+		{"first Applications", func() {
+			for i := range 3 {
+				set(fmt.Sprintf("a%d", i), fmt.Sprintf("c%d", i), status("OutOfSync", "Missing", withResources("Service/web", fmt.Sprintf("Deployment/d%d", i))))
+			}
+		}},
+		{"one synced", func() { set("a0", "c0", status("Synced", "Healthy", withResources("Service/web", "Deployment/d0"))) }},
+		{"one deploys other resources", func() {
+			set("a1", "c1", status("Synced", "Progressing", withResources("Service/web", "Deployment/d9", "ConfigMap/cm")))
+		}},
+		{"more than the report lists", func() {
+			for i := 3; i < 6; i++ {
+				set(fmt.Sprintf("a%d", i), "c3", status("Synced", "Healthy", withResources(fmt.Sprintf("Secret/s%d", i))))
+			}
+		}},
+		{"one no longer pull-model", func() {
+			a := app("a2", "c2", status("Synced", "Healthy"))
+			a.SetLabels(nil)
+			apps["a2"] = versioned(a)
+		}},
+		{"some go", func() { delete(apps, "a3"); delete(apps, "a1") }},
+		{"all go", func() { clear(apps) }},
+		{"one comes back", func() { set("a0", "c0", status("Synced", "Healthy", withResources("Service/web"))) }},
+	}
+	for _, step := range steps {
+		step.change()
+		var list []argocd.Application
+		var pull []Observed
+		for _, name := range slices.Sorted(maps.Keys(apps)) {
+			a := apps[name]
+			list = append(list, a)
+			if argocd.IsPullApplication(&a) {
+				pull = append(pull, Observe(&a))
+			}
+		}
+		observed := m.observe(list)
+		refs, omitted := m.resources(limits.MaxResources)
+		got, want := statuses(observed, refs, omitted, limits), Statuses(pull, limits)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: through the memo\n%+v\nwant\n%+v", step.name, got, want)
+		}
+		if len(m.apps) != len(pull) {
+			t.Fatalf("%s: the memo keeps %d Applications, want %d", step.name, len(m.apps), len(pull))
+		}
+	}
+
+	// An Application at the same version is taken from the memo, not observed again.
+	m.apps["apps/a0"].observed.Health = "from the memo"
+	if got := m.observe([]argocd.Application{apps["a0"]}); got[0].Health != "from the memo" {
+		t.Fatalf("an unchanged Application was observed again: %+v", got[0])
+	}
+}
