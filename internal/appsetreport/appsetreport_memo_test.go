@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 )
 
@@ -28,7 +27,7 @@ func TestMemoMatchesAFullEvaluation(t *testing.T) {
 	set := func(name, cluster string, st map[string]any) {
 		apps[name] = versioned(app(name, cluster, st))
 	}
-	m := &memo{apps: map[string]*memoApp{}, refs: map[v1alpha1.ResourceRef]int{}, beyondCache: map[int]int{}}
+	m := newMemo()
 	steps := []struct {
 		name   string
 		change func()
@@ -79,7 +78,7 @@ func TestMemoMatchesAFullEvaluation(t *testing.T) {
 	}
 
 	// An Application at the same version is taken from the memo, not observed again.
-	m.apps["apps/a0"].observed.Health = "from the memo"
+	m.apps["a0"].observed.Health = "from the memo"
 	if got := m.observe([]argocd.Application{apps["a0"]}); got[0].Health != "from the memo" {
 		t.Fatalf("an unchanged Application was observed again: %+v", got[0])
 	}
@@ -124,7 +123,7 @@ func BenchmarkEvaluation(b *testing.B) {
 		}
 	})
 	b.Run("memo", func(b *testing.B) {
-		m := &memo{apps: map[string]*memoApp{}, refs: map[v1alpha1.ResourceRef]int{}, beyondCache: map[int]int{}}
+		m := newMemo()
 		for round := 0; b.Loop(); round++ {
 			change(round)
 			apps := m.observe(list)

@@ -317,7 +317,7 @@ func boolInt(b bool) int {
 // kind), cut to max, and how many were left out (including those beyond what the cache keeps per Application).
 func resources(apps []Observed, maxResources int) ([]v1alpha1.ResourceRef, int32) {
 	seen := map[string]struct{}{}
-	set := map[v1alpha1.ResourceRef]int{}
+	set := map[v1alpha1.ResourceRef]struct{}{}
 	beyondCache := 0
 	for i := range apps {
 		o := &apps[i]
@@ -328,12 +328,16 @@ func resources(apps []Observed, maxResources int) ([]v1alpha1.ResourceRef, int32
 			seen[o.ResourceRefs] = struct{}{}
 			refs := argocd.ParseResourceRefs(o.ResourceRefs)
 			for _, r := range refs {
-				set[reportRef(r)]++
+				set[reportRef(r)] = struct{}{}
 			}
 			beyondCache = max(beyondCache, o.ResourceCount-len(refs))
 		}
 	}
-	out, omitted := sortedRefs(set, maxResources)
+	out := make([]v1alpha1.ResourceRef, 0, len(set))
+	for r := range set {
+		out = append(out, r)
+	}
+	out, omitted := sortRefs(out, maxResources)
 	return out, omitted + int32(beyondCache)
 }
 
@@ -346,24 +350,20 @@ func reportRef(r argocd.ResourceRef) v1alpha1.ResourceRef {
 	return v1alpha1.ResourceRef{APIVersion: apiVersion, Kind: r.Kind, Name: r.Name, Namespace: r.Namespace}
 }
 
-// sortedRefs returns the resources of a set sorted as ACM sorts them (name, then kind), cut to max, and how
-// many were cut.
-func sortedRefs(set map[v1alpha1.ResourceRef]int, maxResources int) ([]v1alpha1.ResourceRef, int32) {
-	if len(set) == 0 {
+// sortRefs sorts distinct resources as ACM sorts them (name, then kind), cuts them to max, and returns how many
+// were cut.
+func sortRefs(refs []v1alpha1.ResourceRef, maxResources int) ([]v1alpha1.ResourceRef, int32) {
+	if len(refs) == 0 {
 		return nil, 0
 	}
-	out := make([]v1alpha1.ResourceRef, 0, len(set))
-	for r := range set {
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(a, b v1alpha1.ResourceRef) int {
+	slices.SortFunc(refs, func(a, b v1alpha1.ResourceRef) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind),
 			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.APIVersion, b.APIVersion))
 	})
-	if len(out) <= maxResources {
-		return out, 0
+	if len(refs) <= maxResources {
+		return refs, 0
 	}
-	return out[:maxResources:maxResources], int32(len(out) - maxResources)
+	return refs[:maxResources:maxResources], int32(len(refs) - maxResources)
 }
 
 // Truncate cuts s to at most n bytes on a rune boundary, ending it with "..." when it was cut.
