@@ -252,22 +252,18 @@ func statuses(apps []Observed, refs []v1alpha1.ResourceRef, omittedRefs int32, l
 	})
 	budget := limits.MaxBytes - encodedSize(out)
 	for _, o := range candidates {
-		if len(out.ClusterConditions) >= limits.MaxClusterConditions {
-			if o.NeedsAttention() {
-				out.OmittedClusterConditions++
+		// An entry is built only while the count has room: past it, Applications are only counted.
+		if len(out.ClusterConditions) < limits.MaxClusterConditions {
+			e := entry(o, limits)
+			if size := encodedSize(e) + 1; size <= budget {
+				budget -= size
+				out.ClusterConditions = append(out.ClusterConditions, e)
+				continue
 			}
-			continue
 		}
-		e := entry(o, limits)
-		size := encodedSize(e) + 1
-		if size > budget {
-			if o.NeedsAttention() {
-				out.OmittedClusterConditions++
-			}
-			continue
+		if o.NeedsAttention() {
+			out.OmittedClusterConditions++
 		}
-		budget -= size
-		out.ClusterConditions = append(out.ClusterConditions, e)
 	}
 	slices.SortFunc(out.ClusterConditions, func(a, b v1alpha1.ClusterCondition) int {
 		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.App, b.App))

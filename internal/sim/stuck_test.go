@@ -3,14 +3,12 @@ package sim
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
 
 	"github.com/argocd-pull/argocd-pull/internal/application"
-	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/reconnect"
 	"github.com/argocd-pull/argocd-pull/internal/server/servertest"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
@@ -26,13 +24,8 @@ func TestStuckClientRestarted(t *testing.T) {
 		t.Skip("integration test")
 	}
 	ctx := context.Background()
-	ports, err := loopback.FreePorts(3)
-	if err != nil {
-		t.Fatal(err)
-	}
 	o := servertest.Options(servertest.NewDatabase(t, postgres(t)))
-	at := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
-	o.SourceAddress, o.AgentAddress, o.HTTPAddress = at(ports[0]), at(ports[1]), at(ports[2])
+	o.SourceAddress, o.AgentAddress, o.HTTPAddress = servertest.FreeAddresses(t)
 	o.AutoRegisterConsumers = true
 	s := servertest.Run(t, o)
 	h := grpcHub{startSource(t, s)}

@@ -77,12 +77,8 @@ type serverAddrs struct{ source, agent, http string }
 // freeAddrs returns addresses for a server that starts later.
 func freeAddrs(t *testing.T) serverAddrs {
 	t.Helper()
-	ports, err := loopback.FreePorts(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
-	return serverAddrs{at(ports[0]), at(ports[1]), at(ports[2])}
+	source, agent, http := servertest.FreeAddresses(t)
+	return serverAddrs{source, agent, http}
 }
 
 // startServerAt runs argocd-pull server on a database and addresses, and registers the consumers.

@@ -47,6 +47,18 @@ func Options(db string) *server.Options {
 	return o
 }
 
+// FreeAddresses returns a source, an agent and an HTTP address on loopback ports free now: for a server that
+// must come back on the same addresses after a stop, or that clients are pointed at before it starts.
+func FreeAddresses(t testing.TB) (source, agent, http string) {
+	t.Helper()
+	ports, err := loopback.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
+	return at(ports[0]), at(ports[1]), at(ports[2])
+}
+
 // Run starts a server with the options and stops it when the test ends.
 func Run(t testing.TB, o *server.Options) *server.Server {
 	t.Helper()
