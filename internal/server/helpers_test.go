@@ -38,6 +38,9 @@ import (
 var pg *loopback.Postgres
 
 func TestMain(m *testing.M) {
+	if os.Getenv(connChildEnv) != "" {
+		os.Exit(connChild())
+	}
 	os.Exit(run(m))
 }
 
