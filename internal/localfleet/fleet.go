@@ -69,6 +69,9 @@ type Options struct {
 	ServerArgs []string
 	// ControllerArgs are extra flags of the hub controller.
 	ControllerArgs []string
+	// ServerEnv and ControllerEnv are extra environment variables of argocd-pull server and of the hub
+	// controller (GOMEMLIMIT, say).
+	ServerEnv, ControllerEnv []string
 	// HubAPIServerArgs are extra flags of the hub's kube-apiserver.
 	HubAPIServerArgs []string
 	// Progress receives a line per step; nil for silence.
@@ -250,7 +253,12 @@ func (f *System) logPath(name string) string { return filepath.Join(f.Dir, "logs
 
 // run starts the argocd-pull binary.
 func (f *System) run(name string, args ...string) (*loopback.Process, error) {
-	return loopback.StartProcess(loopback.ProcessSpec{Name: name, Path: f.Binary, Args: args, LogPath: f.logPath(name)})
+	return f.runWith(name, nil, args...)
+}
+
+// runWith starts an argocd-pull process with extra environment variables.
+func (f *System) runWith(name string, env []string, args ...string) (*loopback.Process, error) {
+	return loopback.StartProcess(loopback.ProcessSpec{Name: name, Path: f.Binary, Args: args, Env: env, LogPath: f.logPath(name)})
 }
 
 // startServer starts argocd-pull server (ServerInstances of it on one database) with mutual TLS (a client
@@ -449,7 +457,7 @@ func (f *System) startControllerProcess() error {
 		}
 		args = append(args, "--grpc-config", cfg, "--server-url", "https://"+server.HTTP, "--source-id", "argocd-pull")
 	}
-	p, err := f.run("controller", append(args, f.ControllerArgs...)...)
+	p, err := f.runWith("controller", f.ControllerEnv, append(args, f.ControllerArgs...)...)
 	if err != nil {
 		return err
 	}

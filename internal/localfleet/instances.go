@@ -189,7 +189,7 @@ func (f *System) relayServers() error {
 }
 
 func (f *System) runServer(s *serverInstance) error {
-	p, err := f.run(s.name, s.args...)
+	p, err := f.runWith(s.name, f.ServerEnv, s.args...)
 	if err != nil {
 		return err
 	}

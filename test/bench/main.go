@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
@@ -96,6 +98,20 @@ func main() {
 		o.base.HubAPIServerArgs = append(o.base.HubAPIServerArgs, v)
 		return nil
 	})
+	memoryLimit := func(target *int64) func(string) error {
+		return func(v string) error {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				return err
+			}
+			*target = q.Value()
+			return nil
+		}
+	}
+	flag.Func("controller-memory-limit", "Run the controller as under a container memory limit of this size (512Mi, say): GOMEMLIMIT at 90 % of it, as argocd-pull sets from its container's limit",
+		memoryLimit(&o.base.ControllerMemoryLimit))
+	flag.Func("server-memory-limit", "Run argocd-pull server as under a container memory limit of this size (GOMEMLIMIT at 90 % of it)",
+		memoryLimit(&o.base.ServerMemoryLimit))
 	flag.BoolVar(&o.console, "console", true, "In the Maestro mode, open the simulated clusters' console streams and measure the hub console's reads at rest")
 	flag.Parse()
 	if len(o.scales) == 0 {

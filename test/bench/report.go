@@ -33,6 +33,20 @@ func markdown(results []*Result, command, machine string) string {
 	row("hub apiserver: watch cache of Applications", func(r *Result) string {
 		return map[bool]string{true: "off", false: "on"}[r.Scenario.NoWatchCache]
 	})
+	for _, r := range results {
+		if r.Scenario.ControllerMemoryLimit > 0 || r.Scenario.ServerMemoryLimit > 0 {
+			row("container memory limit as set (GOMEMLIMIT 90 % of it): controller / server", func(r *Result) string {
+				limit := func(v int64) string {
+					if v <= 0 {
+						return "none"
+					}
+					return mib(v)
+				}
+				return limit(r.Scenario.ControllerMemoryLimit) + " / " + limit(r.Scenario.ServerMemoryLimit)
+			})
+			break
+		}
+	}
 	row("floor: create + one status write per Application", func(r *Result) string { return dur(r.Floor) })
 	row("floor: hub apiserver peak RSS", func(r *Result) string {
 		if r.FloorAPIServerPeakRSS == 0 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/localfleet"
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
+	"github.com/argocd-pull/argocd-pull/internal/memlimit"
 	"github.com/argocd-pull/argocd-pull/internal/sim"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
@@ -58,7 +59,20 @@ type Scenario struct {
 	NoWatchCache bool
 	// HubAPIServerArgs are extra flags of the hub apiserver, for the floor and the fleet.
 	HubAPIServerArgs []string
-	Log              func(string, ...any) `json:"-"`
+	// ControllerMemoryLimit and ServerMemoryLimit, in bytes, are the containers' memory limits the controller
+	// and the server run as if under (0: none): each gets the soft limit its container would give it
+	// (GOMEMLIMIT at memlimit.Fraction of the limit). Nothing kills a process above it here; the peak RSS tells.
+	ControllerMemoryLimit, ServerMemoryLimit int64
+	Log                                      func(string, ...any) `json:"-"`
+}
+
+// softMemoryLimit is the environment that gives an argocd-pull process the soft memory limit a container's
+// limit (bytes) gives it; none for 0.
+func softMemoryLimit(limit int64) []string {
+	if limit <= 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("GOMEMLIMIT=%d", int64(float64(limit)*memlimit.Fraction))}
 }
 
 // Result is what a scenario measured.
@@ -159,6 +173,7 @@ func run(ctx context.Context, sc Scenario) (*Result, error) {
 		Dir: filepath.Join(sc.Dir, "fleet"), Clusters: clusters, Transport: sc.Transport, Binary: sc.Binary, Simulated: true,
 		SimulatedConsole: sc.Console,
 		ControllerArgs:   controllerArgs, ServerArgs: serverArgs, HubAPIServerArgs: sc.hubAPIServerArgs(),
+		ControllerEnv: softMemoryLimit(sc.ControllerMemoryLimit), ServerEnv: softMemoryLimit(sc.ServerMemoryLimit),
 		Progress: func(s string) { sc.Log("%s", s) },
 	})
 	if err != nil {
