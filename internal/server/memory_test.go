@@ -1,14 +1,12 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -20,6 +18,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/oauth"
 	pbv1 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc/protobuf/v1"
+
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 // The connection memory test opens the agents' connections from a child process (this test binary again), so
@@ -56,25 +56,10 @@ func TestAgentConnectionMemory(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$") //nolint:gosec // this test binary
-	cmd.Env = append(os.Environ(), connChildEnv+"=1", connAddrEnv+"="+s.AgentAddr(),
+	child := testutil.StartChild(ctx, t, connChildEnv+"=1", connAddrEnv+"="+s.AgentAddr(),
 		connCAEnv+"="+filepath.Join(pki.dir, "ca.crt"), fmt.Sprintf("%s=%d", connCountEnv, agents))
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() || lines.Text() != "CONNECTED" {
-		t.Fatalf("the child did not connect its agents: %q %v", lines.Text(), lines.Err())
+	if !child.Lines.Scan() || child.Lines.Text() != "CONNECTED" {
+		t.Fatalf("the child did not connect its agents: %q %v", child.Lines.Text(), child.Lines.Err())
 	}
 	time.Sleep(500 * time.Millisecond) // the last subscriptions' first reads
 	connected := heap()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/application"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -68,23 +68,9 @@ func TestMemoryPerCluster(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$") //nolint:gosec // this test binary
-	cmd.Env = append(os.Environ(), memoryChildEnv+"=1", memoryURLEnv+"="+s.AgentAddr(),
+	child := testutil.StartChild(ctx, t, memoryChildEnv+"=1", memoryURLEnv+"="+s.AgentAddr(),
 		fmt.Sprintf("%s=%d", memoryClustersEnv, clusters), fmt.Sprintf("%s=%d", memoryAppsEnv, apps))
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := bufio.NewScanner(stdout)
+	lines := child.Lines
 	read := func(what string) memorySample {
 		t.Helper()
 		for lines.Scan() {
@@ -98,7 +84,7 @@ func TestMemoryPerCluster(t *testing.T) {
 		}
 		err := lines.Err()
 		if err == nil {
-			err = cmd.Wait()
+			err = child.Cmd.Wait()
 		}
 		t.Fatalf("the child ended before reporting %s: %v", what, err)
 		return memorySample{}
@@ -121,7 +107,7 @@ func TestMemoryPerCluster(t *testing.T) {
 		}
 	}
 	t.Logf("published %d works in %s", clusters*apps, time.Since(start).Round(time.Millisecond))
-	if _, err := io.WriteString(stdin, "published\n"); err != nil {
+	if _, err := io.WriteString(child.Input, "published\n"); err != nil {
 		t.Fatal(err)
 	}
 	loaded := read("LOADED")
