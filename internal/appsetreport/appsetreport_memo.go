@@ -112,8 +112,8 @@ func (m *memo) remove(key string, e *memoApp) {
 func (m *memo) countRefs(o *Observed, delta int32) {
 	count := 0
 	for line := range strings.SplitSeq(o.ResourceRefs, "\n") {
-		if strings.Count(line, "/") < 4 {
-			continue // not a resource (argocd.ParseResourceRefs skips it too)
+		if _, ok := argocd.ParseResourceRef(line); !ok {
+			continue
 		}
 		count++
 		n := m.refs[line] + delta
@@ -142,7 +142,8 @@ func (m *memo) resources(maxResources int) ([]v1alpha1.ResourceRef, int32) {
 	if m.refsChanged {
 		refs := make([]v1alpha1.ResourceRef, 0, len(m.refs))
 		for line := range m.refs {
-			refs = append(refs, reportRef(argocd.ParseResourceRefs(line)[0]))
+			r, _ := argocd.ParseResourceRef(line) // counted only when it parsed
+			refs = append(refs, reportRef(r))
 		}
 		m.sorted, m.omitted = sortRefs(refs, maxResources)
 		m.refsChanged = false

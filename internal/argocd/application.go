@@ -289,13 +289,21 @@ func ParseResourceRefs(s string) []ResourceRef {
 		return nil
 	}
 	var out []ResourceRef
-	for _, line := range strings.Split(s, "\n") {
-		f := strings.SplitN(line, "/", 5)
-		if len(f) == 5 {
-			out = append(out, ResourceRef{Group: f[0], Version: f[1], Kind: f[2], Namespace: f[3], Name: f[4]})
+	for line := range strings.SplitSeq(s, "\n") {
+		if r, ok := ParseResourceRef(line); ok {
+			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// ParseResourceRef decodes one line of EncodeResourceRefs; false for a line that is not a resource.
+func ParseResourceRef(line string) (ResourceRef, bool) {
+	f := strings.SplitN(line, "/", 5)
+	if len(f) != 5 {
+		return ResourceRef{}, false
+	}
+	return ResourceRef{Group: f[0], Version: f[1], Kind: f[2], Namespace: f[3], Name: f[4]}, true
 }
 
 // DeepCopyInto copies the Application.
