@@ -28,13 +28,20 @@ func Apply() int64 {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return 0
 	}
-	limit := Limit(os.ReadFile)
+	soft := Soft(Limit(os.ReadFile))
+	if soft <= 0 {
+		return 0
+	}
+	debug.SetMemoryLimit(soft)
+	return soft
+}
+
+// Soft is the soft memory limit a container's memory limit (bytes) gives the Go runtime; 0 for none.
+func Soft(limit int64) int64 {
 	if limit <= 0 {
 		return 0
 	}
-	soft := int64(float64(limit) * Fraction)
-	debug.SetMemoryLimit(soft)
-	return soft
+	return int64(float64(limit) * Fraction)
 }
 
 // Limit returns the container's memory limit in bytes, 0 when it has none or it cannot be read.

@@ -72,7 +72,7 @@ func softMemoryLimit(limit int64) []string {
 	if limit <= 0 {
 		return nil
 	}
-	return []string{fmt.Sprintf("GOMEMLIMIT=%d", int64(float64(limit)*memlimit.Fraction))}
+	return []string{fmt.Sprintf("GOMEMLIMIT=%d", memlimit.Soft(limit))}
 }
 
 // Result is what a scenario measured.
