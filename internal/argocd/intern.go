@@ -1,8 +1,13 @@
 package argocd
 
 import (
+	"encoding/binary"
+	"hash/maphash"
+	"maps"
+	"slices"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -39,30 +44,153 @@ func (t *internTable) intern(s string) string {
 	return s
 }
 
+// maxShortString is the longest string InternShort interns.
+const maxShortString = 64
+
 // InternShort interns a string that may be one object's own only when it is short, so that long unique values
 // do not fill the table.
 func InternShort(s string) string {
-	if len(s) > 64 {
+	if len(s) > maxShortString {
 		return s
 	}
 	return interned.intern(s)
 }
 
-// InternMetadata shares the strings of an object's metadata that repeat from object to object: its namespace,
-// label and annotation keys, short label and annotation values, finalizers, and its owners' kinds and names.
-// A controller that caches 150,000 objects keeps each of them once.
+// InternMetadata shares what an object's metadata repeats from object to object, so that a controller that
+// caches 150,000 objects keeps each of them once: its namespace, its label and annotation keys and short values,
+// and whole label and annotation maps, finalizer lists and owner references equal to another object's (the
+// Applications that an ApplicationSet generates for one cluster carry the same annotations, and all of them
+// the same owner). What it shares is read only, as the objects of a cache are: a copy to modify is a deep
+// copy.
 func InternMetadata(m *metav1.ObjectMeta) {
+	InternMetadataOwnAnnotations(m)
+	m.Annotations = sharedMaps.share(m.Annotations)
+}
+
+// InternMetadataOwnAnnotations is InternMetadata for objects whose annotations are their own and are not
+// shared whole (a work's name its Application and carry the sequence ID of its last event): only their keys
+// and short values are.
+func InternMetadataOwnAnnotations(m *metav1.ObjectMeta) {
 	m.Namespace = interned.intern(m.Namespace)
-	for _, set := range []map[string]string{m.Labels, m.Annotations} {
-		for k, v := range set {
-			set[interned.intern(k)] = InternShort(v)
-		}
-	}
+	internMapStrings(m.Labels)
+	internMapStrings(m.Annotations)
+	m.Labels = sharedMaps.share(m.Labels)
 	for i, f := range m.Finalizers {
 		m.Finalizers[i] = interned.intern(f)
 	}
+	m.Finalizers = sharedFinalizers.share(m.Finalizers)
 	for i := range m.OwnerReferences {
 		o := &m.OwnerReferences[i]
 		o.APIVersion, o.Kind, o.Name = interned.intern(o.APIVersion), interned.intern(o.Kind), interned.intern(o.Name)
 	}
+	m.OwnerReferences = sharedOwners.share(m.OwnerReferences)
+}
+
+func internMapStrings(m map[string]string) {
+	for k, v := range m {
+		m[interned.intern(k)] = InternShort(v)
+	}
+}
+
+// sharedTable shares values that are equal: it keeps one value per hash, and a value equal to the one kept for
+// its hash is replaced by it. It keeps at most maxEntries values and starts over when full; the values it
+// handed out stay valid, they are only no longer shared with later ones.
+type sharedTable[V any] struct {
+	mu         sync.Mutex
+	m          map[uint64]V
+	maxEntries int
+	// hash hashes a value; ok is false for a value not to share.
+	hash  func(h *maphash.Hash, v V) (ok bool)
+	equal func(a, b V) bool
+}
+
+var (
+	seed       = maphash.MakeSeed()
+	sharedMaps = &sharedTable[map[string]string]{maxEntries: 1 << 14, hash: hashMap,
+		equal: func(a, b map[string]string) bool { return maps.Equal(a, b) }}
+	sharedFinalizers = &sharedTable[[]string]{maxEntries: 1 << 10, hash: func(h *maphash.Hash, fs []string) bool {
+		for _, f := range fs {
+			writeString(h, f)
+		}
+		return true
+	}, equal: slices.Equal[[]string]}
+	sharedOwners = &sharedTable[[]metav1.OwnerReference]{maxEntries: 1 << 14, hash: hashOwners,
+		equal: func(a, b []metav1.OwnerReference) bool {
+			return slices.EqualFunc(a, b, func(x, y metav1.OwnerReference) bool { return equality.Semantic.DeepEqual(x, y) })
+		}}
+)
+
+// share returns the value kept equal to v, or v, which it keeps when it can.
+func (t *sharedTable[V]) share(v V) V {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	if !t.hash(&h, v) {
+		return v
+	}
+	sum := h.Sum64()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if kept, ok := t.m[sum]; ok {
+		if t.equal(kept, v) {
+			return kept
+		}
+		return v // another value with the same hash: not shared
+	}
+	if t.m == nil || len(t.m) >= t.maxEntries {
+		t.m = map[uint64]V{}
+	}
+	t.m[sum] = v
+	return v
+}
+
+// maxSharedMap is the most entries of a label or annotation map that is shared whole.
+const maxSharedMap = 16
+
+// hashMap hashes a map that is worth sharing: not empty, with few entries and no long value.
+func hashMap(h *maphash.Hash, m map[string]string) bool {
+	if len(m) == 0 || len(m) > maxSharedMap {
+		return false
+	}
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		if len(v) > maxShortString {
+			return false
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		writeString(h, k)
+		writeString(h, m[k])
+	}
+	return true
+}
+
+func hashOwners(h *maphash.Hash, owners []metav1.OwnerReference) bool {
+	if len(owners) == 0 {
+		return false
+	}
+	for _, o := range owners {
+		for _, s := range []string{o.APIVersion, o.Kind, o.Name, string(o.UID)} {
+			writeString(h, s)
+		}
+		for _, b := range []*bool{o.Controller, o.BlockOwnerDeletion} {
+			switch {
+			case b == nil:
+				h.WriteByte(0)
+			case *b:
+				h.WriteByte(1)
+			default:
+				h.WriteByte(2)
+			}
+		}
+	}
+	return true
+}
+
+// writeString hashes a string and its length, so that no two lists of strings hash alike by construction.
+func writeString(h *maphash.Hash, s string) {
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+	h.WriteString(s)
 }

@@ -59,7 +59,7 @@ func TestMemoryPerCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Skip("memory figures of a -race build mean nothing")
 	}
 	clusters, apps := envInt(memoryClustersEnv, 100), envInt(memoryAppsEnv, 50)

@@ -1,10 +1,11 @@
 package workclient
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,7 +34,7 @@ type workStore struct {
 	mu          sync.RWMutex
 	byKey       map[string]*keptWork           // namespace/name
 	byUID       map[kubetypes.UID]string       // uid -> namespace/name
-	byApp       map[string]map[string]struct{} // hub application key -> namespace/name set
+	byApp       map[string][]string            // hub application key -> namespace/name of its works (one but in a move)
 	byNamespace map[string]map[string]struct{} // namespace (cluster) -> namespace/name set
 	handlers    []*registration
 	synced      bool
@@ -45,6 +46,9 @@ type workStore struct {
 	//   - early keeps the statuses of works not stored yet, for the work the source client stores next.
 	removed recentByUID[string]
 	early   recentByUID[*workv1.ManifestWork]
+	// codec encodes the statuses; learned tells whether it has learned its dictionary (statusCodec).
+	codec   *statusCodec
+	learned bool
 }
 
 const (
@@ -63,10 +67,11 @@ func newWorkStore() *workStore {
 	return &workStore{
 		byKey:       map[string]*keptWork{},
 		byUID:       map[kubetypes.UID]string{},
-		byApp:       map[string]map[string]struct{}{},
+		byApp:       map[string][]string{},
 		byNamespace: map[string]map[string]struct{}{},
 		removed:     newRecentByUID[string](tombstoneTTL),
 		early:       newRecentByUID[*workv1.ManifestWork](earlyStatusTTL),
+		codec:       vocabularyCodec,
 	}
 }
 
@@ -100,7 +105,7 @@ func (s *workStore) replace(works []*workv1.ManifestWork) error {
 // caller holds the lock. The source client writes a work it read and patched; when a newer status arrived in
 // between, the stored status wins.
 func (s *workStore) put(w *workv1.ManifestWork) (old, stored *keptWork, err error) {
-	sw, err := compactWork(w)
+	sw, err := s.compactWork(w)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -110,19 +115,16 @@ func (s *workStore) put(w *workv1.ManifestWork) (old, stored *keptWork, err erro
 		s.unindex(old, key)
 		if oldSeq := old.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey]; oldSeq != sw.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey] {
 			if newer, err := utils.CompareSnowflakeSequenceIDs(sw.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey], oldSeq); err == nil && newer {
-				if sw.meta.Annotations == nil {
-					sw.meta.Annotations = map[string]string{}
-				}
-				sw.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey] = oldSeq
-				sw.status = old.status
+				sw.meta.Annotations = withAnnotation(sw.meta.Annotations, common.CloudEventsSequenceIDAnnotationKey, oldSeq)
+				sw.status, sw.codec = old.status, old.codec
 				sw.meta.Finalizers = old.meta.Finalizers
 			}
 		}
 	}
 	s.byKey[key] = sw
 	s.byUID[sw.meta.UID] = key
-	if app := ApplicationKey(sw.metadata()); app != "" {
-		addToIndex(s.byApp, app, key)
+	if app := ApplicationKey(sw.metadata()); app != "" && !slices.Contains(s.byApp[app], key) {
+		s.byApp[app] = append(s.byApp[app], key)
 	}
 	addToIndex(s.byNamespace, sw.meta.Namespace, key)
 	return old, sw, nil
@@ -133,6 +135,14 @@ func addToIndex(index map[string]map[string]struct{}, value, key string) {
 		index[value] = map[string]struct{}{}
 	}
 	index[value][key] = struct{}{}
+}
+
+// withAnnotation returns a copy of annotations with one set: a stored work's annotations may be shared.
+func withAnnotation(annotations map[string]string, key, value string) map[string]string {
+	out := make(map[string]string, len(annotations)+1)
+	maps.Copy(out, annotations)
+	out[key] = value
+	return out
 }
 
 func removeFromIndex(index map[string]map[string]struct{}, value, key string) {
@@ -156,7 +166,11 @@ func (s *workStore) remove(namespace, name string) *keptWork {
 
 func (s *workStore) unindex(w *keptWork, key string) {
 	if app := ApplicationKey(w.metadata()); app != "" {
-		removeFromIndex(s.byApp, app, key)
+		if keys := slices.DeleteFunc(s.byApp[app], func(k string) bool { return k == key }); len(keys) > 0 {
+			s.byApp[app] = keys
+		} else {
+			delete(s.byApp, app)
+		}
 	}
 	removeFromIndex(s.byNamespace, w.meta.Namespace, key)
 }
@@ -276,27 +290,19 @@ func (s *workStore) applyStatus(logger klog.Logger, last *keptWork, received *wo
 	if !newer {
 		return nil, nil, nil, nil
 	}
-	status, err := encodeStatus(withKeptFeedback(&received.Status, last.status))
+	status, codec, err := s.encodeStatus(withKeptFeedback(&received.Status, last))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("store the status of work %s/%s: %w", last.meta.Namespace, last.meta.Name, err)
 	}
-	if bytes.Equal(status, last.status) {
+	if last.sameStatus(status, codec) {
 		return nil, nil, nil, nil
 	}
-	updated := &keptWork{status: status}
-	last.meta.DeepCopyInto(&updated.meta)
-	if updated.meta.Annotations == nil {
-		updated.meta.Annotations = map[string]string{}
-	}
-	updated.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey] = seq
-	updated.meta.Finalizers = utils.EnsureManifestWorkFinalizer(updated.meta.Finalizers)
-	key := storeKey(updated.meta.Namespace, updated.meta.Name)
-	s.unindex(last, key)
-	s.byKey[key] = updated
-	if app := ApplicationKey(updated.metadata()); app != "" {
-		addToIndex(s.byApp, app, key)
-	}
-	addToIndex(s.byNamespace, updated.meta.Namespace, key)
+	// The stored metadata is read only: the updated work shares it but for the annotations, which take the
+	// status's sequence ID, and the finalizers, which must include the work's.
+	updated := &keptWork{meta: last.meta, status: status, codec: codec}
+	updated.meta.Annotations = withAnnotation(last.meta.Annotations, common.CloudEventsSequenceIDAnnotationKey, seq)
+	updated.meta.Finalizers = utils.EnsureManifestWorkFinalizer(slices.Clip(last.meta.Finalizers))
+	s.byKey[storeKey(updated.meta.Namespace, updated.meta.Name)] = updated
 	return last, updated, nil, nil
 }
 
@@ -373,7 +379,7 @@ func (s *workStore) forApplication(appKey string) []*workv1.ManifestWork {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make([]*workv1.ManifestWork, 0, len(s.byApp[appKey]))
-	for key := range s.byApp[appKey] {
+	for _, key := range s.byApp[appKey] {
 		w := &workv1.ManifestWork{TypeMeta: workTypeMeta}
 		s.byKey[key].meta.DeepCopyInto(&w.ObjectMeta)
 		out = append(out, w)

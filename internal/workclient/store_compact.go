@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,24 +21,25 @@ import (
 // status as the agent reports it is several kilobytes: conditions for every manifest and, for the
 // Application, the feedback of each status section as raw JSON. Kept as received, 150,000 works took more than
 // a gigabyte of the controller's memory. The store keeps the same content in a compact binary encoding,
-// compressed, and the strings every work's metadata repeats shared. A work is rebuilt in full when it is read
-// (Get, List), and only its metadata goes to event handlers.
+// compressed over a dictionary (statusCodec), and the strings and maps every work's metadata repeats shared. A
+// work is rebuilt in full when it is read (Get, List), and only its metadata goes to event handlers.
 type keptWork struct {
 	meta metav1.ObjectMeta
-	// status is the status encoded by encodeStatus; nil for an empty status.
+	// status is the status encoded by codec; nil for an empty status.
 	status []byte
+	codec  *statusCodec
 }
 
-func compactWork(w *workv1.ManifestWork) (*keptWork, error) {
+// compactWork keeps a work, its status encoded by the store's codec; the caller holds the store's lock.
+func (s *workStore) compactWork(w *workv1.ManifestWork) (*keptWork, error) {
 	k := &keptWork{}
 	w.ObjectMeta.DeepCopyInto(&k.meta)
 	k.meta.ManagedFields = nil
-	argocd.InternMetadata(&k.meta)
-	status, err := encodeStatus(&w.Status)
-	if err != nil {
+	argocd.InternMetadataOwnAnnotations(&k.meta)
+	var err error
+	if k.status, k.codec, err = s.encodeStatus(&w.Status); err != nil {
 		return nil, fmt.Errorf("store work %s/%s: %w", w.Namespace, w.Name, err)
 	}
-	k.status = status
 	return k, nil
 }
 
@@ -50,26 +52,62 @@ func (k *keptWork) metadata() *workv1.ManifestWork {
 func (k *keptWork) work() *workv1.ManifestWork {
 	w := &workv1.ManifestWork{TypeMeta: workTypeMeta}
 	k.meta.DeepCopyInto(&w.ObjectMeta)
-	if k.status != nil {
-		status, err := decodeStatus(k.status)
-		if err != nil {
-			// The store encoded these bytes itself: they cannot be wrong.
-			panic(fmt.Sprintf("decode the stored status of work %s/%s: %v", k.meta.Namespace, k.meta.Name, err))
-		}
-		w.Status = status
-	}
+	w.Status = k.decodedStatus()
 	return w
+}
+
+// decodedStatus returns the kept status.
+func (k *keptWork) decodedStatus() workv1.ManifestWorkStatus {
+	if k.status == nil {
+		return workv1.ManifestWorkStatus{}
+	}
+	status, err := k.codec.decode(k.status)
+	if err != nil {
+		// The store encoded these bytes itself: they cannot be wrong.
+		panic(fmt.Sprintf("decode the stored status of work %s/%s: %v", k.meta.Namespace, k.meta.Name, err))
+	}
+	return status
+}
+
+// sameStatus reports whether the kept status is the one encoded as enc by codec.
+func (k *keptWork) sameStatus(enc []byte, codec *statusCodec) bool {
+	if k.codec == codec || k.status == nil || enc == nil {
+		return bytes.Equal(k.status, enc)
+	}
+	// Encoded by another codec (before the store learned its dictionary): compare the statuses.
+	kept, err1 := k.codec.plain(k.status)
+	other, err2 := codec.plain(enc)
+	return err1 == nil && err2 == nil && bytes.Equal(kept, other)
+}
+
+// encodeStatus encodes a status with the store's codec, which learns its dictionary from the first status with
+// an Application's feedback; the caller holds the store's lock. An empty status encodes as nil.
+func (s *workStore) encodeStatus(st *workv1.ManifestWorkStatus) ([]byte, *statusCodec, error) {
+	plain := appendStatus(st)
+	if plain == nil {
+		return nil, nil, nil
+	}
+	if !s.learned && len(plain) >= learnFrom {
+		s.codec, s.learned = newStatusCodec(append(slices.Clip(s.codec.dict), plain...)), true
+	}
+	enc, err := s.codec.encode(plain)
+	return enc, s.codec, err
 }
 
 var workTypeMeta = metav1.TypeMeta{APIVersion: workv1.GroupVersion.String(), Kind: "ManifestWork"}
 
 // A status is encoded field after field: strings (and raw JSON) as a length and bytes, integers as varints,
 // times as seconds and nanoseconds, lists as a count then their items. Encodings over compressAbove bytes are
-// compressed with DEFLATE; the first byte says whether.
+// compressed with DEFLATE over the codec's dictionary; the first byte says whether.
 const (
 	encodingPlain   = 0
 	encodingDeflate = 1
 	compressAbove   = 256
+	// learnFrom is the size of the first status a store learns its dictionary from: one with an Application's
+	// feedback (a status without is a few hundred bytes).
+	learnFrom = 1024
+	// deflateLevel is the fastest level that uses a dictionary (BestSpeed does not).
+	deflateLevel = 2
 )
 
 // Which values of a FieldValue are set.
@@ -80,15 +118,35 @@ const (
 	valueJSONRaw
 )
 
-var flateWriters = sync.Pool{New: func() any {
-	w, _ := flate.NewWriter(nil, flate.BestSpeed)
-	return w
-}}
+// statusCodec compresses encoded statuses with DEFLATE over a preset dictionary. One Application's status
+// repeats the words of every other's: the work agent's conditions, the field names of an Argo CD status, and
+// in a fleet the same repositories, revisions, destinations and kinds of resources. DEFLATE alone shares
+// nothing between two statuses; with a dictionary of those words a status takes a fifth of the bytes. A store
+// starts with a dictionary of the vocabulary (statusVocabulary) and learns a second one, that vocabulary and
+// the first status with an Application's feedback it keeps, once. Each kept status names the codec that
+// encoded it.
+type statusCodec struct {
+	dict    []byte
+	writers sync.Pool // *flate.Writer over dict
+	readers sync.Pool // flate readers, reset with dict
+}
 
-// encodeStatus encodes a work's status; an empty status encodes as nil.
-func encodeStatus(st *workv1.ManifestWorkStatus) ([]byte, error) {
+func newStatusCodec(dict []byte) *statusCodec {
+	c := &statusCodec{dict: dict}
+	c.writers.New = func() any {
+		w, _ := flate.NewWriterDict(nil, deflateLevel, c.dict)
+		return w
+	}
+	return c
+}
+
+// vocabularyCodec is the codec every store starts with.
+var vocabularyCodec = newStatusCodec([]byte(statusVocabulary))
+
+// appendStatus encodes a status without compressing it; nil for an empty status.
+func appendStatus(st *workv1.ManifestWorkStatus) []byte {
 	if len(st.Conditions) == 0 && len(st.ResourceStatus.Manifests) == 0 {
-		return nil, nil
+		return nil
 	}
 	b := appendConditions(nil, st.Conditions)
 	b = binary.AppendUvarint(b, uint64(len(st.ResourceStatus.Manifests)))
@@ -101,21 +159,49 @@ func encodeStatus(st *workv1.ManifestWorkStatus) ([]byte, error) {
 		b = appendConditions(b, m.Conditions)
 		b = appendFeedback(b, m.StatusFeedbacks.Values)
 	}
-	if len(b) <= compressAbove {
-		return append([]byte{encodingPlain}, b...), nil
+	return b
+}
+
+// encode compresses an encoded status when it is large enough to gain from it.
+func (c *statusCodec) encode(plain []byte) ([]byte, error) {
+	if len(plain) <= compressAbove {
+		return append([]byte{encodingPlain}, plain...), nil
 	}
 	var out bytes.Buffer
 	out.WriteByte(encodingDeflate)
-	w := flateWriters.Get().(*flate.Writer)
-	defer flateWriters.Put(w)
+	w := c.writers.Get().(*flate.Writer)
+	defer c.writers.Put(w)
 	w.Reset(&out)
-	if _, err := w.Write(b); err != nil {
+	if _, err := w.Write(plain); err != nil {
 		return nil, err
 	}
 	if err := w.Close(); err != nil {
 		return nil, err
 	}
 	return bytes.Clone(out.Bytes()), nil
+}
+
+// plain returns the uncompressed encoding of enc.
+func (c *statusCodec) plain(enc []byte) ([]byte, error) {
+	if len(enc) == 0 {
+		return nil, errShortStatus
+	}
+	if enc[0] != encodingDeflate {
+		return enc[1:], nil
+	}
+	src := bytes.NewReader(enc[1:])
+	r, _ := c.readers.Get().(io.ReadCloser)
+	if r == nil {
+		r = flate.NewReaderDict(src, c.dict)
+	} else if err := r.(flate.Resetter).Reset(src, c.dict); err != nil {
+		return nil, err
+	}
+	defer c.readers.Put(r)
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("inflate status: %w", err)
+	}
+	return b, nil
 }
 
 func appendConditions(b []byte, conditions []metav1.Condition) []byte {
@@ -174,18 +260,12 @@ func appendString(b []byte, s string) []byte {
 
 var errShortStatus = errors.New("short status encoding")
 
-// decodeStatus decodes encodeStatus.
-func decodeStatus(enc []byte) (workv1.ManifestWorkStatus, error) {
+// decode decodes an encoded status.
+func (c *statusCodec) decode(enc []byte) (workv1.ManifestWorkStatus, error) {
 	var st workv1.ManifestWorkStatus
-	if len(enc) == 0 {
-		return st, errShortStatus
-	}
-	b := enc[1:]
-	if enc[0] == encodingDeflate {
-		var err error
-		if b, err = io.ReadAll(flate.NewReader(bytes.NewReader(b))); err != nil {
-			return st, fmt.Errorf("inflate status: %w", err)
-		}
+	b, err := c.plain(enc)
+	if err != nil {
+		return st, err
 	}
 	d := decoder{b: b}
 	st.Conditions = d.conditions()
@@ -206,7 +286,7 @@ func decodeStatus(enc []byte) (workv1.ManifestWorkStatus, error) {
 	return st, d.err
 }
 
-// decoder reads encodeStatus's encoding; the first error sticks.
+// decoder reads appendStatus's encoding; the first error sticks.
 type decoder struct {
 	b   []byte
 	err error

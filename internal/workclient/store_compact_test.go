@@ -1,23 +1,25 @@
 package workclient
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubetypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/statushash"
 
 	"github.com/argocd-pull/argocd-pull/internal/appstatus"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 // reportedWork is a work as an agent reports it for a synced Application with four resources: the work's
@@ -91,8 +93,9 @@ func reportedWork(i int) *workv1.ManifestWork {
 // TestCompactWorkRoundTrip: a work read from the store is the work stored, to the status hash the source
 // client's resyncs compare with the server's.
 func TestCompactWorkRoundTrip(t *testing.T) {
-	for _, w := range []*workv1.ManifestWork{reportedWork(7), storedWork(1, seq[0], 1), {ObjectMeta: metav1.ObjectMeta{Namespace: "c", Name: "empty"}}} {
-		k, err := compactWork(w)
+	s := newWorkStore()
+	for _, w := range []*workv1.ManifestWork{storedWork(1, seq[0], 1), reportedWork(7), {ObjectMeta: metav1.ObjectMeta{Namespace: "c", Name: "empty"}}} {
+		k, err := s.compactWork(w)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,31 +115,99 @@ func TestCompactWorkRoundTrip(t *testing.T) {
 		}
 	}
 	// Each received status is compared with the stored one by its encoding: the same status is no change.
-	a, _ := compactWork(reportedWork(7))
-	b, _ := compactWork(reportedWork(7))
-	c, _ := compactWork(reportedWork(8))
-	if !bytes.Equal(a.status, b.status) || bytes.Equal(a.status, c.status) {
+	a, _ := s.compactWork(reportedWork(7))
+	b, _ := s.compactWork(reportedWork(7))
+	c, _ := s.compactWork(reportedWork(8))
+	if !a.sameStatus(b.status, b.codec) || a.sameStatus(c.status, c.codec) {
 		t.Error("the encoding does not tell equal statuses from different ones")
 	}
 	t.Logf("a reported status: %d bytes encoded", len(a.status))
-	if _, err := decodeStatus(a.status[:len(a.status)/2]); err == nil {
+	if _, err := a.codec.decode(a.status[:len(a.status)/2]); err == nil {
 		t.Error("a cut encoding decodes")
 	}
 }
 
-// TestStoreMemoryPerWork measures the heap a stored work takes: kept as received, such a work took about
-// 7.7 KB (4.1 KB of it the feedback), 1.1 GB at 150,000 works.
+// TestStatusCodecLearns: a store learns its dictionary from its first status with an Application's feedback;
+// what it kept before still reads back, and the same status encoded before and after is no change.
+func TestStatusCodecLearns(t *testing.T) {
+	ctx := context.Background()
+	s := newWorkStore()
+	first := reportedWork(1)
+	first.Status.ResourceStatus.Manifests[2].StatusFeedbacks.Values = nil // no feedback yet: nothing to learn from
+	if err := s.Add(first); err != nil {
+		t.Fatal(err)
+	}
+	kept := s.byKey["cluster0/cluster0-set-01"]
+	if s.learned || kept.codec != vocabularyCodec {
+		t.Fatal("the store learned its dictionary from a status without feedback")
+	}
+	vocabularyOnly, _ := vocabularyCodec.encode(appendStatus(&reportedWork(2).Status))
+	if err := s.Add(reportedWork(0)); err != nil {
+		t.Fatal(err)
+	}
+	if !s.learned || s.codec == vocabularyCodec {
+		t.Fatal("the store did not learn its dictionary from a status with feedback")
+	}
+	// The status kept before still reads back, and is the same status when it comes again.
+	if got, _, _ := s.Get(ctx, "cluster0", "cluster0-set-01"); !equality.Semantic.DeepEqual(got.Status, first.Status) {
+		t.Errorf("a status kept before the store learned reads back as %+v", got.Status)
+	}
+	again := first.DeepCopy()
+	again.Labels, again.Annotations = nil, map[string]string{common.CloudEventsSequenceIDAnnotationKey: seq[0]}
+	kept.meta.Annotations = map[string]string{common.CloudEventsSequenceIDAnnotationKey: "1854718813467537400"}
+	if _, stored, _, err := s.applyStatus(klog.Background(), kept, again); err != nil || stored != nil {
+		t.Errorf("the same status, encoded by the learned codec, is a change (%v)", err)
+	}
+	// A status of another Application takes fewer bytes with the learned dictionary.
+	if err := s.Add(reportedWork(2)); err != nil {
+		t.Fatal(err)
+	}
+	learned := s.byKey["cluster0/cluster0-set-02"]
+	t.Logf("another Application's status: %d bytes plain, %d with the vocabulary, %d with the learned dictionary",
+		len(appendStatus(&reportedWork(2).Status)), len(vocabularyOnly), len(learned.status))
+	if len(learned.status) >= len(vocabularyOnly) {
+		t.Errorf("the learned dictionary does not help: %d bytes against %d", len(learned.status), len(vocabularyOnly))
+	}
+}
+
+// publishedWork is the work of reportedWork as the source client stores it when it publishes it: the metadata
+// argocd-pull gives a work of an ApplicationSet's Application, and no status yet.
+func publishedWork(i int) *workv1.ManifestWork {
+	w := reportedWork(i)
+	w.Status = workv1.ManifestWorkStatus{}
+	w.Labels[argocd.LabelAppSet] = "true"
+	w.Annotations[argocd.AnnotationHostingAppSet] = fmt.Sprintf("argocd/set-%02d", i%50)
+	w.Annotations["argocd-pull.io/spec-hash"] = fmt.Sprintf("%064x", i)
+	w.Annotations[common.CloudEventsSequenceIDAnnotationKey] = sequenceID(i, 0)
+	return w
+}
+
+// sequenceID is the sequence ID of the n-th event of the i-th work: the works' are a millisecond apart.
+func sequenceID(i, n int) string {
+	return strconv.FormatInt(1854718813467537408+int64(i)<<22+int64(n), 10)
+}
+
+// TestStoreMemoryPerWork measures the heap a stored work takes, stored as the source client publishes it and
+// then given the agent's status: kept as received, such a work took about 7.7 KB (4.1 KB of it the
+// feedback), 1.1 GB at 150,000 works.
 func TestStoreMemoryPerWork(t *testing.T) {
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Skip("memory figures of a -race build mean nothing")
 	}
 	const n = 20000
+	ctx := context.Background()
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	s := newWorkStore()
 	for i := range n {
-		if err := s.Add(reportedWork(i)); err != nil {
+		if err := s.Add(publishedWork(i)); err != nil {
+			t.Fatal(err)
+		}
+		status := reportedWork(i)
+		status.Labels = nil
+		status.Annotations = map[string]string{common.CloudEventsSequenceIDAnnotationKey: sequenceID(i, 1)}
+		if err := s.HandleReceivedResource(ctx, status); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,8 +218,9 @@ func TestStoreMemoryPerWork(t *testing.T) {
 	if perWork > 3000 {
 		t.Errorf("a stored work takes %.0f bytes, want at most 3000", perWork)
 	}
-	if w, ok, _ := s.Get(context.Background(), "cluster1", "cluster1-set-03"); !ok || len(w.Status.ResourceStatus.Manifests) != 3 {
-		t.Fatalf("the store lost a work: %v", w)
+	w, ok, _ := s.Get(ctx, "cluster1", "cluster1-set-03")
+	if !ok || len(w.Status.ResourceStatus.Manifests) != 3 || len(w.Status.ResourceStatus.Manifests[2].StatusFeedbacks.Values) == 0 {
+		t.Fatalf("the store lost a work or its status: %v", w)
 	}
 	runtime.KeepAlive(s)
 }

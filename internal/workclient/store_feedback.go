@@ -15,14 +15,11 @@ import (
 // feedback; the kube transport keeps the feedback over that report (the agent merges its manifest conditions
 // into the status the hub has), and so does this store. Without it every hub Application of a restarted
 // agent's cluster would lose its status until the agent's next report. The received status is not changed.
-func withKeptFeedback(received *workv1.ManifestWorkStatus, stored []byte) *workv1.ManifestWorkStatus {
-	if len(stored) == 0 || !awaitsFeedback(received.ResourceStatus.Manifests) {
+func withKeptFeedback(received *workv1.ManifestWorkStatus, stored *keptWork) *workv1.ManifestWorkStatus {
+	if stored.status == nil || !awaitsFeedback(received.ResourceStatus.Manifests) {
 		return received
 	}
-	last, err := decodeStatus(stored)
-	if err != nil {
-		return received
-	}
+	last := stored.decodedStatus()
 	kept := *received
 	kept.ResourceStatus.Manifests = append([]workv1.ManifestCondition(nil), received.ResourceStatus.Manifests...)
 	for i := range kept.ResourceStatus.Manifests {

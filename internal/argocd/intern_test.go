@@ -1,0 +1,148 @@
+package argocd_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"runtime"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubetypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
+)
+
+// hubApplication is the JSON of the i-th of the Applications that 50 ApplicationSets generate for clusters of
+// 50 (the benchmark's fleet), Synced and Healthy with four resources, as the apiserver sends it to the
+// controller's cache.
+func hubApplication(i int) []byte {
+	cluster, set := fmt.Sprintf("cluster%d", i/50), fmt.Sprintf("set-%02d", i%50)
+	name := cluster + "-" + set
+	at := "2026-11-26T10:00:00Z"
+	source := map[string]any{"repoURL": "https://git.example.com/fleet/" + set + ".git", "targetRevision": "main", "path": "apps/" + set}
+	revision := fmt.Sprintf("%040x", i%50)
+	var resources []any
+	for r := range 4 {
+		resources = append(resources, map[string]any{"version": "v1", "kind": "ConfigMap", "namespace": set,
+			"name": fmt.Sprintf("%s-%d", name, r), "status": "Synced"})
+	}
+	yes := true
+	app := map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": name, "namespace": "argocd", "uid": fmt.Sprintf("00000000-0000-0000-0000-%012d", i),
+			"resourceVersion": fmt.Sprint(100000 + i), "generation": 1, "creationTimestamp": at,
+			"labels": map[string]any{argocd.LabelPull: "true"},
+			"annotations": map[string]any{argocd.AnnotationSkipReconcile: "true", argocd.AnnotationManagedCluster: cluster,
+				argocd.AnnotationAppNamespace: "argocd"},
+			"finalizers": []any{argocd.ResourcesFinalizer},
+			"ownerReferences": []any{map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet", "name": set,
+				"uid": fmt.Sprintf("11111111-0000-0000-0000-%012d", i%50), "controller": &yes, "blockOwnerDeletion": &yes}},
+			"managedFields": []any{map[string]any{"manager": "argocd-pull", "operation": "Update", "subresource": "status", "time": at,
+				"fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:status": map[string]any{".": map[string]any{}, "f:sync": map[string]any{}}}}},
+		},
+		"spec": map[string]any{"project": "default", "source": source,
+			"destination": map[string]any{"server": "https://" + cluster + ".ocm-pull.invalid", "namespace": set},
+			"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true}, "syncOptions": []any{"CreateNamespace=true"}}},
+		"status": map[string]any{
+			"sync":         map[string]any{"status": "Synced", "revision": revision, "comparedTo": map[string]any{"source": source}},
+			"health":       map[string]any{"status": "Healthy", "lastTransitionTime": at},
+			"resources":    resources,
+			"reconciledAt": at, "sourceType": "Directory",
+			"operationState": map[string]any{"phase": "Succeeded", "message": "successfully synced (all tasks run)", "startedAt": at,
+				"finishedAt": at, "syncResult": map[string]any{"revision": revision, "source": source, "resources": resources}},
+			"history": []any{map[string]any{"id": 0, "revision": revision, "deployedAt": at, "source": source}},
+		},
+	}
+	b, err := json.Marshal(app)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// cached decodes an Application and keeps it as the controller's cache does (application.CacheOptions).
+func cached(t testing.TB, data []byte) *argocd.Application {
+	app := &argocd.Application{}
+	if err := json.Unmarshal(data, app); err != nil {
+		t.Fatal(err)
+	}
+	app.ManagedFields = nil
+	argocd.InternMetadata(&app.ObjectMeta)
+	if err := app.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+// TestInternMetadataShares: equal label and annotation maps, finalizer lists and owner references are shared
+// between objects; different ones, and maps with long values, are not.
+func TestInternMetadataShares(t *testing.T) {
+	same := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	meta := func(cluster, set, note string) *metav1.ObjectMeta {
+		yes := true
+		m := &metav1.ObjectMeta{Labels: map[string]string{argocd.LabelPull: "true"},
+			Annotations: map[string]string{argocd.AnnotationManagedCluster: cluster},
+			Finalizers:  []string{argocd.ResourcesFinalizer},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: set,
+				UID: kubetypes.UID("uid-" + set), Controller: &yes}}}
+		if note != "" {
+			m.Annotations["note"] = note
+		}
+		argocd.InternMetadata(m)
+		return m
+	}
+	a, b, c := meta("c1", "s1", ""), meta("c1", "s1", ""), meta("c2", "s2", "")
+	if !same(a.Labels, b.Labels) || !same(a.Annotations, b.Annotations) || !same(a.Finalizers, b.Finalizers) ||
+		!same(a.OwnerReferences, b.OwnerReferences) {
+		t.Error("equal metadata is not shared")
+	}
+	if same(a.Annotations, c.Annotations) || same(a.OwnerReferences, c.OwnerReferences) || c.Annotations[argocd.AnnotationManagedCluster] != "c2" {
+		t.Error("different metadata is shared")
+	}
+	if !same(a.Labels, c.Labels) {
+		t.Error("equal labels of different objects are not shared")
+	}
+	long := string(make([]byte, 100))
+	if d, e := meta("c1", "s1", long), meta("c1", "s1", long); same(d.Annotations, e.Annotations) {
+		t.Error("maps with long values are shared")
+	}
+	own := &metav1.ObjectMeta{Annotations: map[string]string{argocd.AnnotationManagedCluster: "c1"}}
+	argocd.InternMetadataOwnAnnotations(own)
+	if same(own.Annotations, a.Annotations) {
+		t.Error("InternMetadataOwnAnnotations shares annotations")
+	}
+}
+
+// TestApplicationCacheMemory measures the heap an Application takes in the controller's cache, for the fleet
+// of hubApplication: 15,000 Applications of 300 clusters.
+func TestApplicationCacheMemory(t *testing.T) {
+	if testutil.RaceEnabled {
+		t.Skip("memory figures of a -race build mean nothing")
+	}
+	const n = 15000
+	data := make([][]byte, n)
+	for i := range data {
+		data[i] = hubApplication(i)
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	apps := make([]*argocd.Application, n)
+	for i := range apps {
+		apps[i] = cached(t, data[i])
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perApp := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n
+	t.Logf("%.0f bytes per cached Application", perApp)
+	if perApp > 1500 {
+		t.Errorf("a cached Application takes %.0f bytes, want at most 1500", perApp)
+	}
+	if a := apps[n-1]; a.Annotations[argocd.AnnotationManagedCluster] != "cluster299" || a.Summary.Sync != "Synced" || a.Summary.ResourceCount != 4 {
+		t.Fatalf("the cache lost what it keeps: %+v", a)
+	}
+	runtime.KeepAlive(apps)
+	runtime.KeepAlive(data)
+}

@@ -1,6 +1,0 @@
-//go:build race
-
-package sim
-
-// raceEnabled reports a -race build, whose memory figures mean nothing.
-const raceEnabled = true

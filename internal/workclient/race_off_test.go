@@ -1,5 +1,0 @@
-//go:build !race
-
-package workclient
-
-const raceEnabled = false
