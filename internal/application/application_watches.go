@@ -25,18 +25,17 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
-// Indexes of the cached Applications.
+// Indexes of the cached Applications. controller-runtime indexes each value in the object's namespace too, so
+// that a list in one namespace uses the same index.
 const (
-	indexCluster          = "cluster"
-	indexNamespaceCluster = "namespaceCluster"
-	indexProject          = "project"
+	indexCluster = "cluster"
+	indexProject = "project"
 )
 
 func indexApplications(ctx context.Context, indexer client.FieldIndexer) error {
 	indexes := map[string]func(*argocd.Application) string{
-		indexCluster:          func(a *argocd.Application) string { return argocd.ManagedCluster(a) },
-		indexNamespaceCluster: func(a *argocd.Application) string { return a.Namespace + "/" + argocd.ManagedCluster(a) },
-		indexProject:          (*argocd.Application).Project,
+		indexCluster: func(a *argocd.Application) string { return argocd.ManagedCluster(a) },
+		indexProject: (*argocd.Application).Project,
 	}
 	for name, fn := range indexes {
 		err := indexer.IndexField(ctx, &argocd.Application{}, name, func(o client.Object) []string {
@@ -135,7 +134,7 @@ func (r *Reconciler) placementDecisionHandler() handler.EventHandler {
 				continue
 			}
 			for _, d := range pd.Status.Decisions {
-				for _, req := range r.applicationsBy(ctx, indexNamespaceCluster, pd.Namespace+"/"+d.ClusterName) {
+				for _, req := range r.applicationsBy(ctx, pd.Namespace, indexCluster, d.ClusterName) {
 					q.Add(req)
 				}
 			}
@@ -158,16 +157,17 @@ func (r *Reconciler) projectToApplications(ctx context.Context, o client.Object)
 	if o.GetNamespace() != r.Options.HubArgoCDNamespace {
 		return nil
 	}
-	return r.applicationsBy(ctx, indexProject, o.GetName())
+	return r.applicationsBy(ctx, "", indexProject, o.GetName())
 }
 
 func (r *Reconciler) clusterToApplications(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.applicationsBy(ctx, indexCluster, o.GetName())
+	return r.applicationsBy(ctx, "", indexCluster, o.GetName())
 }
 
-func (r *Reconciler) applicationsBy(ctx context.Context, index, value string) []reconcile.Request {
+// applicationsBy returns the Applications of a namespace (all namespaces when empty) with an index value.
+func (r *Reconciler) applicationsBy(ctx context.Context, namespace, index, value string) []reconcile.Request {
 	list := &argocd.ApplicationList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{index: value}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{index: value}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "List applications by index", "index", index, "value", value)
 		return nil
 	}
