@@ -224,3 +224,32 @@ func TestStoreMemoryPerWork(t *testing.T) {
 	}
 	runtime.KeepAlive(s)
 }
+
+// BenchmarkStatusCodec encodes and decodes the status of reportedWork with a store's learned dictionary: the
+// controller's CPU per status event and per read of a work.
+func BenchmarkStatusCodec(b *testing.B) {
+	s := newWorkStore()
+	if _, err := s.compactWork(reportedWork(0)); err != nil {
+		b.Fatal(err)
+	}
+	status := reportedWork(1).Status
+	var enc []byte
+	b.Run("encode", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			var err error
+			if enc, _, err = s.encodeStatus(&status); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(enc)), "bytes")
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := s.codec.decode(enc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
