@@ -88,7 +88,9 @@ func (s *workStore) encodeStatus(st *workv1.ManifestWorkStatus) ([]byte, *status
 		return nil, nil, nil
 	}
 	if !s.learned && len(plain) >= learnFrom {
-		s.codec, s.learned = newStatusCodec(append(slices.Clip(s.codec.dict), plain...)), true
+		// The Application's feedback comes last; a longer sample would cost time to every encoding.
+		sample := plain[max(0, len(plain)-maxLearned):]
+		s.codec, s.learned = newStatusCodec(append(slices.Clip(s.codec.dict), sample...)), true
 	}
 	enc, err := s.codec.encode(plain)
 	return enc, s.codec, err
@@ -106,6 +108,8 @@ const (
 	// learnFrom is the size of the first status a store learns its dictionary from: one with an Application's
 	// feedback (a status without is a few hundred bytes).
 	learnFrom = 1024
+	// maxLearned is the most of that status the dictionary keeps: its end.
+	maxLearned = 8 << 10
 	// deflateLevel is the fastest level that uses a dictionary (BestSpeed does not).
 	deflateLevel = 2
 )

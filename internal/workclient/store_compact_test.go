@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,4 +253,24 @@ func BenchmarkStatusCodec(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestStatusCodecLearnsBounded: the dictionary keeps the end of a long first status, not all of it: each
+// encoding reads the whole dictionary.
+func TestStatusCodecLearnsBounded(t *testing.T) {
+	s := newWorkStore()
+	w := reportedWork(0)
+	values := w.Status.ResourceStatus.Manifests[2].StatusFeedbacks.Values
+	long := `"` + strings.Repeat("x", 20000) + `"`
+	values[len(values)-1].Value = workv1.FieldValue{Type: workv1.JsonRaw, JsonRaw: &long}
+	if err := s.Add(w); err != nil {
+		t.Fatal(err)
+	}
+	if !s.learned || len(s.codec.dict) != len(statusVocabulary)+maxLearned {
+		t.Errorf("learned a dictionary of %d bytes from a status of %d, want %d", len(s.codec.dict),
+			len(appendStatus(&w.Status)), len(statusVocabulary)+maxLearned)
+	}
+	if got, _, _ := s.Get(context.Background(), w.Namespace, w.Name); !equality.Semantic.DeepEqual(got.Status, w.Status) {
+		t.Error("the long status does not read back")
+	}
 }
