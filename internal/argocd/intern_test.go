@@ -126,16 +126,12 @@ func TestApplicationCacheMemory(t *testing.T) {
 	for i := range data {
 		data[i] = hubApplication(i)
 	}
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
 	apps := make([]*argocd.Application, n)
-	for i := range apps {
-		apps[i] = cached(t, data[i])
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	perApp := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n
+	perApp := testutil.HeapPerItem(n, func() {
+		for i := range apps {
+			apps[i] = cached(t, data[i])
+		}
+	})
 	t.Logf("%.0f bytes per cached Application", perApp)
 	if perApp > 1500 {
 		t.Errorf("a cached Application takes %.0f bytes, want at most 1500", perApp)

@@ -197,24 +197,20 @@ func TestStoreMemoryPerWork(t *testing.T) {
 	}
 	const n = 20000
 	ctx := context.Background()
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
 	s := newWorkStore()
-	for i := range n {
-		if err := s.Add(publishedWork(i)); err != nil {
-			t.Fatal(err)
+	perWork := testutil.HeapPerItem(n, func() {
+		for i := range n {
+			if err := s.Add(publishedWork(i)); err != nil {
+				t.Fatal(err)
+			}
+			status := reportedWork(i)
+			status.Labels = nil
+			status.Annotations = map[string]string{common.CloudEventsSequenceIDAnnotationKey: sequenceID(i, 1)}
+			if err := s.HandleReceivedResource(ctx, status); err != nil {
+				t.Fatal(err)
+			}
 		}
-		status := reportedWork(i)
-		status.Labels = nil
-		status.Annotations = map[string]string{common.CloudEventsSequenceIDAnnotationKey: sequenceID(i, 1)}
-		if err := s.HandleReceivedResource(ctx, status); err != nil {
-			t.Fatal(err)
-		}
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	perWork := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n
+	})
 	t.Logf("%.0f bytes per stored work", perWork)
 	if perWork > 3000 {
 		t.Errorf("a stored work takes %.0f bytes, want at most 3000", perWork)
