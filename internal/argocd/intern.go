@@ -108,12 +108,7 @@ var (
 	seed       = maphash.MakeSeed()
 	sharedMaps = &sharedTable[map[string]string]{maxEntries: 1 << 14, hash: hashMap,
 		equal: func(a, b map[string]string) bool { return maps.Equal(a, b) }}
-	sharedFinalizers = &sharedTable[[]string]{maxEntries: 1 << 10, hash: func(h *maphash.Hash, fs []string) bool {
-		for _, f := range fs {
-			writeString(h, f)
-		}
-		return true
-	}, equal: slices.Equal[[]string]}
+	sharedFinalizers = &sharedTable[[]string]{maxEntries: 1 << 10, hash: hashFinalizers, equal: slices.Equal[[]string]}
 	sharedOwners = &sharedTable[[]metav1.OwnerReference]{maxEntries: 1 << 14, hash: hashOwners,
 		equal: func(a, b []metav1.OwnerReference) bool {
 			return slices.EqualFunc(a, b, func(x, y metav1.OwnerReference) bool { return equality.Semantic.DeepEqual(x, y) })
@@ -162,6 +157,16 @@ func hashMap(h *maphash.Hash, m map[string]string) bool {
 	for _, k := range keys {
 		writeString(h, k)
 		writeString(h, m[k])
+	}
+	return true
+}
+
+func hashFinalizers(h *maphash.Hash, finalizers []string) bool {
+	if len(finalizers) == 0 {
+		return false
+	}
+	for _, f := range finalizers {
+		writeString(h, f)
 	}
 	return true
 }
