@@ -109,7 +109,7 @@ var (
 	sharedMaps = &sharedTable[map[string]string]{maxEntries: 1 << 14, hash: hashMap,
 		equal: func(a, b map[string]string) bool { return maps.Equal(a, b) }}
 	sharedFinalizers = &sharedTable[[]string]{maxEntries: 1 << 10, hash: hashFinalizers, equal: slices.Equal[[]string]}
-	sharedOwners = &sharedTable[[]metav1.OwnerReference]{maxEntries: 1 << 14, hash: hashOwners,
+	sharedOwners     = &sharedTable[[]metav1.OwnerReference]{maxEntries: 1 << 14, hash: hashOwners,
 		equal: func(a, b []metav1.OwnerReference) bool {
 			return slices.EqualFunc(a, b, func(x, y metav1.OwnerReference) bool { return equality.Semantic.DeepEqual(x, y) })
 		}}
