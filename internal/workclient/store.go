@@ -46,9 +46,8 @@ type workStore struct {
 	//   - early keeps the statuses of works not stored yet, for the work the source client stores next.
 	removed recentByUID[string]
 	early   recentByUID[*workv1.ManifestWork]
-	// codec encodes the statuses; learned tells whether it has learned its dictionary (statusCodec).
-	codec   *statusCodec
-	learned bool
+	// codec encodes the statuses: vocabularyCodec until the store learns its dictionary (statusCodec).
+	codec *statusCodec
 }
 
 const (

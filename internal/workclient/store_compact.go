@@ -87,10 +87,10 @@ func (s *workStore) encodeStatus(st *workv1.ManifestWorkStatus) ([]byte, *status
 	if plain == nil {
 		return nil, nil, nil
 	}
-	if !s.learned && len(plain) >= learnFrom {
+	if s.codec == vocabularyCodec && len(plain) >= learnFrom {
 		// The Application's feedback comes last; a longer sample would cost time to every encoding.
 		sample := plain[max(0, len(plain)-maxLearned):]
-		s.codec, s.learned = newStatusCodec(append(slices.Clip(s.codec.dict), sample...)), true
+		s.codec = newStatusCodec(append(slices.Clip(s.codec.dict), sample...))
 	}
 	enc, err := s.codec.encode(plain)
 	return enc, s.codec, err
