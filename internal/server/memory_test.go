@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -43,16 +42,8 @@ func TestAgentConnectionMemory(t *testing.T) {
 	}
 	const agents = 300
 	s, pki := securedServer(t)
-	heap := func() uint64 {
-		var m runtime.MemStats
-		for range 2 {
-			runtime.GC()
-		}
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	time.Sleep(500 * time.Millisecond) // the server's start-up garbage
-	before := heap()
+	before := testutil.HeapInUse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -62,7 +53,7 @@ func TestAgentConnectionMemory(t *testing.T) {
 		t.Fatalf("the child did not connect its agents: %q %v", child.Lines.Text(), child.Lines.Err())
 	}
 	time.Sleep(500 * time.Millisecond) // the last subscriptions' first reads
-	connected := heap()
+	connected := testutil.HeapInUse()
 	per := float64(int64(connected)-int64(before)) / agents
 	t.Logf("%d agents over TLS, one subscription each: %.1f KiB of server heap per agent", agents, per/1024)
 	if per > maxHeapPerAgent {

@@ -133,11 +133,7 @@ func memoryChild() int {
 		runtime.MemProfileRate = 1
 	}
 	report := func(what string, f *Fleet) {
-		runtime.GC()
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		m := memorySample{Heap: ms.HeapAlloc, RSS: rss(), Goroutines: runtime.NumGoroutine()}
+		m := memorySample{Heap: testutil.HeapInUse(), RSS: rss(), Goroutines: runtime.NumGoroutine()}
 		if f != nil {
 			s := f.Stats()
 			m.Works, m.Synced = s.Works, s.SyncedHealthy
