@@ -166,8 +166,12 @@ type statusFields struct {
 }
 
 // Compact replaces the raw status by its Summary. The raw status bytes are the apiserver's encoding of the
-// status, so their hash equals StatusHash of the same status built elsewhere.
+// status, so their hash equals StatusHash of the same status built elsewhere. An Application compacted already
+// (a Summary and no raw status) stays as it is: informers apply their transform to a list twice (pagedlist).
 func (a *Application) Compact() error {
+	if a.Summary != nil && len(a.Status) == 0 {
+		return nil
+	}
 	s := &StatusSummary{Hash: emptyStatusHash}
 	if len(a.Status) > 0 && string(a.Status) != "null" {
 		var f statusFields

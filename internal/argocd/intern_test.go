@@ -142,3 +142,27 @@ func TestApplicationCacheMemory(t *testing.T) {
 	runtime.KeepAlive(apps)
 	runtime.KeepAlive(data)
 }
+
+// TestCompactTwice: Compact leaves an Application it compacted already as it is (informers transform the objects
+// of a paged list twice), and still compacts an Application whose raw status came back after it was compacted.
+func TestCompactTwice(t *testing.T) {
+	app := cached(t, hubApplication(7))
+	want := *app.Summary
+	if want.Sync != "Synced" || want.Health != "Healthy" || want.ResourceCount != 4 {
+		t.Fatalf("first Compact: %+v", want)
+	}
+	if err := app.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(*app.Summary, want) {
+		t.Errorf("second Compact changed the summary: %+v, was %+v", *app.Summary, want)
+	}
+	// A status written over the compacted object (the apiserver's answer to a status patch) is compacted again.
+	app.Status = json.RawMessage(`{"sync":{"status":"OutOfSync"},"health":{"status":"Progressing"}}`)
+	if err := app.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if app.Summary.Sync != "OutOfSync" || app.Summary.Health != "Progressing" || app.Status != nil {
+		t.Errorf("Compact of a new raw status: %+v, raw %s", *app.Summary, app.Status)
+	}
+}

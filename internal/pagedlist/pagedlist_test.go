@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -138,5 +139,87 @@ func syncInformer(t *testing.T, lw toolscache.ListerWatcher, n int) {
 	}
 	if got := len(inf.GetStore().ListKeys()); got < n {
 		t.Errorf("the informer holds %d config maps, want at least %d", got, n)
+	}
+}
+
+// TestTransformEachPage: an informer of NewSharedIndexInformer transforms each page of a list before it asks for
+// the next one, so a list never holds more than a page of objects as the apiserver sent them, and it stores
+// every object transformed.
+func TestTransformEachPage(t *testing.T) {
+	const n = 2*pagedlist.DefaultPageSize + 200
+	var mu sync.Mutex
+	transformed := 0
+	var pagesAsked []int
+	var lateTransforms []string
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			first := 0
+			if o.Continue != "" {
+				if _, err := fmt.Sscan(o.Continue, &first); err != nil {
+					return nil, err
+				}
+			}
+			mu.Lock()
+			pagesAsked = append(pagesAsked, first)
+			if transformed < first {
+				lateTransforms = append(lateTransforms, fmt.Sprintf("page at %d asked for with %d objects transformed", first, transformed))
+			}
+			mu.Unlock()
+			list := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}}
+			for i := first; i < n && i < first+int(o.Limit); i++ {
+				list.Items = append(list.Items, corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%04d", i), Namespace: "default"},
+					Data: map[string]string{"payload": "what the transform drops"}})
+			}
+			if next := first + len(list.Items); next < n {
+				list.Continue = fmt.Sprint(next)
+			}
+			return list, nil
+		},
+		WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			if o.SendInitialEvents != nil {
+				return nil, apierrors.NewBadRequest("no streaming lists here") // the reflector lists instead
+			}
+			return watch.NewFake(), nil
+		},
+	}
+	inf := pagedlist.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	err := inf.SetTransform(func(obj any) (any, error) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok || cm.Data == nil {
+			return obj, nil // transformed already
+		}
+		mu.Lock()
+		transformed++
+		mu.Unlock()
+		cm.Data = nil
+		return cm, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go inf.Run(stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pagesAsked) != 3 || len(lateTransforms) > 0 {
+		t.Errorf("pages asked for at %v; %v", pagesAsked, lateTransforms)
+	}
+	if transformed != n {
+		t.Errorf("%d objects transformed, want %d", transformed, n)
+	}
+	items := inf.GetStore().List()
+	if len(items) != n {
+		t.Fatalf("the informer holds %d objects, want %d", len(items), n)
+	}
+	for _, obj := range items {
+		if cm := obj.(*corev1.ConfigMap); cm.Data != nil {
+			t.Fatalf("%s is stored as listed, not transformed", cm.Name)
+		}
 	}
 }

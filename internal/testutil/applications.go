@@ -19,11 +19,18 @@ import (
 // type whose status stays raw until Compact (a transform) reads it: what a test program watching thousands of
 // Applications beside the fleet it measures can afford.
 func PullApplicationInformer(cfg *rest.Config, scheme *runtime.Scheme) (toolscache.SharedIndexInformer, error) {
+	return ApplicationInformer(cfg, scheme, labels.SelectorFromSet(labels.Set{argocd.LabelPull: "true"}))
+}
+
+// ApplicationInformer is PullApplicationInformer for the Applications the selector selects. Without the
+// apiserver's watch cache, a watch with a label selector costs the apiserver a second decode of every update
+// (the object before it, to tell whether it left the selection); a watcher that can afford every Application
+// watches with labels.Everything() and filters itself.
+func ApplicationInformer(cfg *rest.Config, scheme *runtime.Scheme, selector labels.Selector) (toolscache.SharedIndexInformer, error) {
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, err
 	}
-	selector := labels.SelectorFromSet(labels.Set{argocd.LabelPull: "true"})
 	listOptions := func(o metav1.ListOptions) *client.ListOptions {
 		return &client.ListOptions{Raw: &o, LabelSelector: selector, Limit: o.Limit, Continue: o.Continue}
 	}

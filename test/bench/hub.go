@@ -28,10 +28,17 @@ import (
 // simResourcesPerApp is how many resources each simulated Application deploys (and lists in its status).
 const simResourcesPerApp = 4
 
-// requestCounts are the hub apiserver's requests by verb (apiserver_request_total).
+// requestCounts are the hub apiserver's requests by verb (apiserver_request_total), and under closedWatches the
+// watches it closed because their clients did not keep up (apiserver_terminated_watchers_total).
 type requestCounts map[string]float64
 
-// hubRequests scrapes the apiserver's request counters, by verb and by "verb resource[/subresource]".
+// closedWatches is the key of requestCounts that counts the watches of Applications the apiserver closed as too
+// slow: its watch cache gives each watcher a buffer of about a second of events and closes the watch of a client
+// that does not read them in time; the client watches again, or lists everything again if it fell too far behind.
+const closedWatches = "WATCH-CLOSED applications.argoproj.io"
+
+// hubRequests scrapes the apiserver's request counters, by verb and by "verb resource[/subresource]", and the
+// watches of Applications it closed (closedWatches).
 func hubRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -51,6 +58,12 @@ func hubRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, `apiserver_terminated_watchers_total{resource="applications.argoproj.io"} `); ok {
+			if v, err := strconv.ParseFloat(rest, 64); err == nil {
+				counts[closedWatches] = v
+			}
+			continue
+		}
 		if !strings.HasPrefix(line, "apiserver_request_total{") {
 			continue
 		}
