@@ -18,8 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -234,25 +232,46 @@ func (r *Reconciler) applyReport(ctx context.Context, current, desired *v1alpha1
 		r.budget.forget(key)
 		return ctrl.Result{}, nil
 	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+	data, err := json.Marshal(applyConfiguration(desired))
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("encode multiclusterapplicationsetreport %s: %w", klog.KObj(desired), err)
 	}
-	size, err := json.Marshal(obj)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("encode multiclusterapplicationsetreport %s: %w", klog.KObj(desired), err)
-	}
-	if wait := r.budget.take(key, len(size), r.clock()); wait > 0 {
-		log.FromContext(ctx).V(1).Info("Report write put off by the write budget", "after", wait, "bytes", len(size))
+	if wait := r.budget.take(key, len(data), r.clock()); wait > 0 {
+		log.FromContext(ctx).V(1).Info("Report write put off by the write budget", "after", wait, "bytes", len(data))
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	u := &unstructured.Unstructured{Object: obj}
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	// The apiserver answers with the metadata alone: nothing reads the answer.
+	answer := &metav1.PartialObjectMetadata{TypeMeta: desired.TypeMeta, ObjectMeta: metav1.ObjectMeta{Namespace: desired.Namespace, Name: desired.Name}}
+	if err := r.Client.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, data), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return ctrl.Result{}, fmt.Errorf("apply multiclusterapplicationsetreport %s: %w", klog.KObj(desired), err)
 	}
 	writes.WithLabelValues("apply").Inc()
 	return ctrl.Result{}, nil
+}
+
+// reportApply is the apply configuration of a report: the fields the controller owns, encoded from the typed
+// report once. An unstructured copy of the report, encoded twice and its answer decoded, was a sixth of all the
+// controller allocated at 150,000 Applications (BenchmarkApplyConfiguration: 1.5 MB and 20,863 allocations
+// for a report of 3,000 clusters, against 0.2 MB and 5 allocations now).
+type reportApply struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        reportApplyMeta        `json:"metadata"`
+	Statuses        v1alpha1.AppConditions `json:"statuses"`
+}
+
+type reportApplyMeta struct {
+	Namespace       string                  `json:"namespace"`
+	Name            string                  `json:"name"`
+	Labels          map[string]string       `json:"labels,omitempty"`
+	OwnerReferences []metav1.OwnerReference `json:"ownerReferences,omitempty"`
+}
+
+func applyConfiguration(r *v1alpha1.MulticlusterApplicationSetReport) *reportApply {
+	return &reportApply{
+		TypeMeta: r.TypeMeta,
+		Metadata: reportApplyMeta{Namespace: r.Namespace, Name: r.Name, Labels: r.Labels, OwnerReferences: r.OwnerReferences},
+		Statuses: r.Statuses,
+	}
 }
 
 // upToDate reports whether the current report already has the desired label, owner and statuses.

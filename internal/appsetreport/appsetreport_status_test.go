@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -421,5 +422,78 @@ func BenchmarkStatuses3000(b *testing.B) {
 			observed[i] = Observe(a)
 		}
 		Statuses(observed, limits)
+	}
+}
+
+// BenchmarkApplyConfiguration encodes the apply request of a report of 3,000 clusters, 10 % of them failing:
+// what the controller does for each write of a large report besides sending it.
+func BenchmarkApplyConfiguration(b *testing.B) {
+	report := benchReport()
+	b.ReportAllocs()
+	for b.Loop() {
+		data, err := json.Marshal(applyConfiguration(report))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(len(data)))
+	}
+}
+
+// benchReport is the report of 3,000 clusters, 10 % of them failing, each deploying the same 25 resources.
+func benchReport() *v1alpha1.MulticlusterApplicationSetReport {
+	longMessage := "rpc error: code = Unknown desc = " + strings.Repeat("Deployment.apps \"web\" is invalid; ", 20)
+	resources := make([]string, 25)
+	for i := range resources {
+		resources[i] = fmt.Sprintf("ConfigMap/config-%02d", i)
+	}
+	apps := make([]*argocd.Application, 3000)
+	for i := range apps {
+		cluster := fmt.Sprintf("cluster-%04d", i)
+		s := status("Synced", "Healthy")
+		if i < 300 {
+			s = status("OutOfSync", "Degraded", withOperation("Failed", longMessage), withConditions("SyncError", longMessage))
+		}
+		withResources(resources...)(s)
+		apps[i] = app("guestbook-"+cluster, cluster, s)
+	}
+	appSet := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "guestbook", UID: types.UID("u1")}}
+	return Build(appSet, observeAll(apps...), DefaultLimits())
+}
+
+// TestApplyConfiguration: a report's apply request carries what the controller owns, nothing the apiserver
+// sets, and is encoded from the typed report in a few allocations (through an unstructured copy it took more
+// than 20,000 for this report).
+func TestApplyConfiguration(t *testing.T) {
+	report := benchReport()
+	data, err := json.Marshal(applyConfiguration(report))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	meta := got["metadata"].(map[string]any)
+	if _, ok := meta["creationTimestamp"]; ok {
+		t.Errorf("the apply request sets metadata.creationTimestamp: %v", meta)
+	}
+	if meta["name"] != "guestbook" || meta["namespace"] != "apps" || got["kind"] != "MulticlusterApplicationSetReport" ||
+		meta["labels"] == nil || meta["ownerReferences"] == nil {
+		t.Errorf("apply request metadata %v, kind %v", meta, got["kind"])
+	}
+	var back v1alpha1.MulticlusterApplicationSetReport
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(back.Statuses, report.Statuses) {
+		t.Error("the apply request's statuses differ from the report's")
+	}
+	allocs := testing.AllocsPerRun(5, func() {
+		if _, err := json.Marshal(applyConfiguration(report)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 50 {
+		t.Errorf("encoding the apply request took %.0f allocations, want at most 50", allocs)
 	}
 }
