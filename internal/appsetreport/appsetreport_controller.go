@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -98,6 +99,8 @@ type Reconciler struct {
 	coalesce *coalescer
 	budget   *writeBudget
 	memos    memos
+	// apps is the cache's index of Applications by ApplicationSet.
+	apps toolscache.Indexer
 }
 
 // +kubebuilder:rbac:groups=apps.open-cluster-management.io,resources=multiclusterapplicationsetreports,verbs=get;list;watch;create;patch;delete
@@ -122,9 +125,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	r.coalesce = newCoalescer(r.Options.Interval)
 	r.budget = newWriteBudget(r.Options.WriteBytesPerSecond, r.Options.Interval)
-	if err := indexApplications(ctx, mgr.GetFieldIndexer()); err != nil {
+	apps, err := indexApplications(ctx, mgr.GetCache())
+	if err != nil {
 		return fmt.Errorf("index applications by applicationset: %w", err)
 	}
+	r.apps = apps
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		Watches(&argocd.Application{}, r.applicationHandler(), builder.WithPredicates(reportChanged())).
@@ -186,13 +191,18 @@ func (r *Reconciler) getAppSet(ctx context.Context, key types.NamespacedName) (*
 // observeApplications reads the state of the ApplicationSet's pull-model Applications from the cache; the
 // memo observes again only those that changed since its last evaluation.
 func (r *Reconciler) observeApplications(ctx context.Context, key types.NamespacedName, memo *memo) ([]Observed, error) {
-	list := &argocd.ApplicationList{}
-	// The cached objects are only read: no deep copy of thousands of Applications per evaluation.
-	if err := r.Client.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{indexAppSet: key.String()},
-		client.UnsafeDisableDeepCopy); err != nil {
+	// The cached objects are only read: no copy of thousands of Applications per evaluation.
+	objs, err := r.apps.ByIndex(indexAppSet, key.String())
+	if err != nil {
 		return nil, fmt.Errorf("list applications of applicationset %s: %w", key, err)
 	}
-	return memo.observe(list.Items), nil
+	apps := make([]*argocd.Application, 0, len(objs))
+	for _, obj := range objs {
+		if app, ok := obj.(*argocd.Application); ok {
+			apps = append(apps, app)
+		}
+	}
+	return memo.observe(apps), nil
 }
 
 func (r *Reconciler) getReport(ctx context.Context, key types.NamespacedName) (*v1alpha1.MulticlusterApplicationSetReport, error) {

@@ -67,11 +67,10 @@ type memoApp struct {
 }
 
 // observe brings the memo in step with the ApplicationSet's pull-model Applications and returns their states.
-func (m *memo) observe(apps []argocd.Application) []Observed {
+func (m *memo) observe(apps []*argocd.Application) []Observed {
 	m.pass++
 	out := make([]Observed, 0, len(apps))
-	for i := range apps {
-		app := &apps[i]
+	for _, app := range apps {
 		key := app.Name
 		e := m.apps[key]
 		if e == nil || e.resourceVersion != app.ResourceVersion {

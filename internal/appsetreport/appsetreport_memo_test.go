@@ -57,11 +57,11 @@ func TestMemoMatchesAFullEvaluation(t *testing.T) {
 	}
 	for _, step := range steps {
 		step.change()
-		var list []argocd.Application
+		var list []*argocd.Application
 		var pull []Observed
 		for _, name := range slices.Sorted(maps.Keys(apps)) {
 			a := apps[name]
-			list = append(list, a)
+			list = append(list, &a)
 			if argocd.IsPullApplication(&a) {
 				pull = append(pull, Observe(&a))
 			}
@@ -79,7 +79,8 @@ func TestMemoMatchesAFullEvaluation(t *testing.T) {
 
 	// An Application at the same version is taken from the memo, not observed again.
 	m.apps["a0"].observed.Health = "from the memo"
-	if got := m.observe([]argocd.Application{apps["a0"]}); got[0].Health != "from the memo" {
+	a0 := apps["a0"]
+	if got := m.observe([]*argocd.Application{&a0}); got[0].Health != "from the memo" {
 		t.Fatalf("an unchanged Application was observed again: %+v", got[0])
 	}
 }
@@ -90,9 +91,9 @@ func TestMemoMatchesAFullEvaluation(t *testing.T) {
 func BenchmarkEvaluation(b *testing.B) {
 	const n, changed = 3000, 30
 	limits := DefaultLimits()
-	list := make([]argocd.Application, n)
+	list := make([]*argocd.Application, n)
 	for i := range list {
-		list[i] = *app(fmt.Sprintf("a%04d", i), fmt.Sprintf("c%04d", i),
+		list[i] = app(fmt.Sprintf("a%04d", i), fmt.Sprintf("c%04d", i),
 			status("Synced", "Healthy", withResources(fmt.Sprintf("Service/web-%d", i), fmt.Sprintf("Deployment/web-%d", i))))
 		list[i].ResourceVersion = "1"
 	}
@@ -100,7 +101,7 @@ func BenchmarkEvaluation(b *testing.B) {
 		for j := range changed {
 			i := (round*changed + j) % n
 			health := []string{"Healthy", "Progressing"}[round%2]
-			list[i] = *app(list[i].Name, fmt.Sprintf("c%04d", i),
+			list[i] = app(list[i].Name, fmt.Sprintf("c%04d", i),
 				status("Synced", health, withResources(fmt.Sprintf("Service/web-%d", i), fmt.Sprintf("Deployment/web-%d", i))))
 			list[i].ResourceVersion = strconv.Itoa(round + 2)
 		}
@@ -115,8 +116,8 @@ func BenchmarkEvaluation(b *testing.B) {
 			change(round)
 			apps := make([]Observed, 0, n)
 			for i := range list {
-				if argocd.IsPullApplication(&list[i]) {
-					apps = append(apps, Observe(&list[i]))
+				if argocd.IsPullApplication(list[i]) {
+					apps = append(apps, Observe(list[i]))
 				}
 			}
 			Statuses(apps, limits)

@@ -2,10 +2,13 @@ package appsetreport
 
 import (
 	"context"
+	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -23,13 +26,32 @@ func appSetKey(o client.Object) (types.NamespacedName, bool) {
 	return types.NamespacedName{Namespace: o.GetNamespace(), Name: name}, name != ""
 }
 
-func indexApplications(ctx context.Context, indexer client.FieldIndexer) error {
-	return indexer.IndexField(ctx, &argocd.Application{}, indexAppSet, func(o client.Object) []string {
-		if key, ok := appSetKey(o); ok {
-			return []string{key.String()}
+// indexApplications indexes the cache's Applications by ApplicationSet, on the informer itself: an evaluation
+// reads an ApplicationSet's Applications from the index as the cache holds them, where a List through the
+// cache copies each one into a list (a fifteenth of all the controller allocated at 150,000 Applications).
+func indexApplications(ctx context.Context, c cache.Cache) (toolscache.Indexer, error) {
+	inf, err := c.GetInformer(ctx, &argocd.Application{})
+	if err != nil {
+		return nil, err
+	}
+	shared, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("the cache's informer of Applications is a %T, not a SharedIndexInformer", inf)
+	}
+	err = shared.AddIndexers(toolscache.Indexers{indexAppSet: func(obj any) ([]string, error) {
+		o, ok := obj.(client.Object)
+		if !ok {
+			return nil, nil
 		}
-		return nil
-	})
+		if key, ok := appSetKey(o); ok {
+			return []string{key.String()}, nil
+		}
+		return nil, nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return shared.GetIndexer(), nil
 }
 
 // queue is the controller's work queue.
