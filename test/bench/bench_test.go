@@ -66,6 +66,10 @@ func TestSmallBenchmark(t *testing.T) {
 			t.Errorf("%s: CPU until Synced %v, Application size %d (floor %d), floor apiserver peak RSS %d, delete requests %v",
 				tr, r.SyncedProcessCPU, r.AppBytes, r.FloorAppBytes, r.FloorAPIServerPeakRSS, r.DeleteRequests)
 		}
+		// The queue exists once the controller has started, after its caches synced: the last sample reads it.
+		if len(r.Timeline) == 0 || r.Timeline[len(r.Timeline)-1].ControllerQueue < 0 {
+			t.Errorf("%s: the controller's work queue was not read by the end of the timeline (%d samples)", tr, len(r.Timeline))
+		}
 		if tr == "grpc" && (r.Console == nil || r.Console.Streams != sc.Clusters || r.Console.Samples != r.Applications ||
 			r.Console.TreeP50 <= 0 || r.Console.LiveP50 <= 0 || r.Console.ServerRSSBytes == 0) {
 			t.Errorf("%s: console %+v", tr, r.Console)

@@ -82,6 +82,47 @@ func hubRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
 	return counts, sc.Err()
 }
 
+// queueDepth reads the depth of a controller's work queue (controller-runtime's workqueue_depth, all
+// priorities) from the metrics endpoint at addr.
+func queueDepth(ctx context.Context, addr, name string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("scrape controller metrics: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var depth float64
+	found := false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		labels, ok := strings.CutPrefix(sc.Text(), "workqueue_depth{")
+		if !ok {
+			continue
+		}
+		labels, value, _ := strings.Cut(labels, "} ")
+		if label(labels, "name") != name {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return 0, fmt.Errorf("workqueue_depth of %s: %w", name, err)
+		}
+		depth, found = depth+v, true
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, fmt.Errorf("no workqueue_depth of %s at %s", name, addr)
+	}
+	return int64(depth), nil
+}
+
 func label(labels, name string) string {
 	i := strings.Index(labels, name+`="`)
 	if i < 0 {

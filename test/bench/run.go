@@ -128,6 +128,10 @@ type sample struct {
 	APIServerRSS, SimulatorRSS int64
 	// PostgresPSS is PostgreSQL's proportional set size, all its processes together.
 	PostgresPSS int64
+	// ControllerQueue is the depth of the controller's work queue of Applications (-1: not read, as before the
+	// controller has started): whether a Synced/Healthy count that stands still waits for the controller or for
+	// the benchmark's tracker.
+	ControllerQueue int64
 }
 
 // Ratio is the end-to-end time over the floor.
@@ -329,7 +333,7 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 		return err
 	}
 	start := time.Now()
-	stopSampling := sampleTimeline(start, simFleet, t, procs, res)
+	stopSampling := sampleTimeline(start, simFleet, t, procs, f.ControllerMetrics, res)
 	stopProfiling := prof.cpu(ctx, "sync")
 	total := res.Applications
 	sc.Log("creating %d Applications for %d ApplicationSets over %d clusters", total, sc.AppSets, sc.Clusters)
@@ -656,7 +660,7 @@ func usageOf(procs map[string]func() (usage, error)) map[string]usage {
 }
 
 // sampleTimeline records the timeline every two seconds until the returned function is called.
-func sampleTimeline(start time.Time, s *simulator, t *tracker, procs map[string]func() (usage, error), res *Result) func() {
+func sampleTimeline(start time.Time, s *simulator, t *tracker, procs map[string]func() (usage, error), controllerMetrics string, res *Result) func() {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	rss := func(name string) int64 {
@@ -674,9 +678,13 @@ func sampleTimeline(start time.Time, s *simulator, t *tracker, procs map[string]
 		for {
 			_, synced := t.counts()
 			st, _ := s.stats(context.Background())
+			queue, err := queueDepth(context.Background(), controllerMetrics, "application")
+			if err != nil {
+				queue = -1
+			}
 			res.Timeline = append(res.Timeline, sample{At: time.Since(start), Delivered: st.Works, Synced: int64(synced),
 				ControllerRSS: rss("controller"), ServerRSS: rss("server"), APIServerRSS: rss("kube-apiserver"),
-				SimulatorRSS: rss(simulatorProcess), PostgresPSS: rss("postgres")})
+				SimulatorRSS: rss(simulatorProcess), PostgresPSS: rss("postgres"), ControllerQueue: queue})
 			select {
 			case <-done:
 				return
