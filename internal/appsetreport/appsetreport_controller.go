@@ -89,8 +89,8 @@ func init() {
 
 // Reconciler keeps the MulticlusterApplicationSetReport of each ApplicationSet in step with its Applications.
 type Reconciler struct {
-	// Client reads Applications, ApplicationSets (metadata) and reports from the manager's cache and writes
-	// reports to the hub. Defaults to the manager's client.
+	// Client reads ApplicationSets (metadata) and reports from the manager's cache and writes reports to the
+	// hub; Applications are read from the cache's index (apps). Defaults to the manager's client.
 	Client  client.Client
 	Options Options
 

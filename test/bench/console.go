@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -15,8 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -145,27 +142,19 @@ func measureConsole(ctx context.Context, sc Scenario, f *localfleet.System, clus
 
 // consoleStreams is the server's count of open console streams (its metric argocd_pull_console_streams).
 func consoleStreams(ctx context.Context, f *localfleet.System) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+f.Server.HTTP+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	r, err := f.ServerClient().HTTPClient().Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = r.Body.Close() }()
-	s := bufio.NewScanner(r.Body)
-	s.Buffer(nil, 1<<20)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "argocd_pull_console_streams "); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			return int(n), err
+	streams := -1
+	err := scrapeMetrics(ctx, f.ServerClient().HTTPClient(), "https://"+f.Server.HTTP+"/metrics", func(name, _ string, v float64) {
+		if name == "argocd_pull_console_streams" {
+			streams = int(v)
 		}
-	}
-	if err := s.Err(); err != nil {
+	})
+	if err != nil {
 		return 0, err
 	}
-	return 0, errors.New("no argocd_pull_console_streams in the server's metrics")
+	if streams < 0 {
+		return 0, errors.New("no argocd_pull_console_streams in the server's metrics")
+	}
+	return streams, nil
 }
 
 // treePod is a Pod of a resource tree.

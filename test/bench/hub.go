@@ -44,42 +44,24 @@ func hubRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
+	counts := requestCounts{}
+	err = scrapeMetrics(ctx, hc, cfg.Host+"/metrics", func(name, labels string, v float64) {
+		switch {
+		case name == "apiserver_terminated_watchers_total" && label(labels, "resource") == "applications.argoproj.io":
+			counts[closedWatches] = v
+		case name == "apiserver_request_total":
+			verb, resource := label(labels, "verb"), label(labels, "resource")
+			if sub := label(labels, "subresource"); sub != "" {
+				resource += "/" + sub
+			}
+			counts[verb] += v
+			counts[verb+" "+resource] += v
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("scrape apiserver metrics: %w", err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	counts := requestCounts{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, `apiserver_terminated_watchers_total{resource="applications.argoproj.io"} `); ok {
-			if v, err := strconv.ParseFloat(rest, 64); err == nil {
-				counts[closedWatches] = v
-			}
-			continue
-		}
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		labels, value, _ := strings.Cut(line[len("apiserver_request_total{"):], "} ")
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			continue
-		}
-		verb, resource := label(labels, "verb"), label(labels, "resource")
-		if sub := label(labels, "subresource"); sub != "" {
-			resource += "/" + sub
-		}
-		counts[verb] += v
-		counts[verb+" "+resource] += v
-	}
-	return counts, sc.Err()
+	return counts, nil
 }
 
 // queueDepth reads the depth of a controller's work queue (controller-runtime's workqueue_depth, all
@@ -87,40 +69,63 @@ func hubRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
 func queueDepth(ctx context.Context, addr, name string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("scrape controller metrics: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
 	var depth float64
 	found := false
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		labels, ok := strings.CutPrefix(sc.Text(), "workqueue_depth{")
-		if !ok {
-			continue
+	err := scrapeMetrics(ctx, http.DefaultClient, "http://"+addr+"/metrics", func(metric, labels string, v float64) {
+		if metric == "workqueue_depth" && label(labels, "name") == name {
+			depth, found = depth+v, true
 		}
-		labels, value, _ := strings.Cut(labels, "} ")
-		if label(labels, "name") != name {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return 0, fmt.Errorf("workqueue_depth of %s: %w", name, err)
-		}
-		depth, found = depth+v, true
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("scrape controller metrics: %w", err)
 	}
 	if !found {
 		return 0, fmt.Errorf("no workqueue_depth of %s at %s", name, addr)
 	}
 	return int64(depth), nil
+}
+
+// scrapeMetrics reads a Prometheus text endpoint and calls each with every sample's metric name, its labels
+// (the text between the braces; empty without) and its value. Comments and samples whose value does not parse
+// are left out.
+func scrapeMetrics(ctx context.Context, hc *http.Client, url string, each func(name, labels string, value float64)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		series, value, ok := cutLast(line, ' ')
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		name, labels, _ := strings.Cut(series, "{")
+		each(name, strings.TrimSuffix(labels, "}"), v)
+	}
+	return sc.Err()
+}
+
+// cutLast is strings.Cut at the last sep.
+func cutLast(s string, sep byte) (before, after string, ok bool) {
+	i := strings.LastIndexByte(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+1:], true
 }
 
 func label(labels, name string) string {

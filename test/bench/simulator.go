@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/argocd-pull/argocd-pull/internal/localfleet"
@@ -87,25 +85,7 @@ func (s *simulator) pid() int { return s.proc.Pid() }
 // stats scrapes the simulator's metrics.
 func (s *simulator) stats(ctx context.Context) (simStats, error) {
 	var st simStats
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/metrics", nil)
-	if err != nil {
-		return st, err
-	}
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return st, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			continue
-		}
+	err := scrapeMetrics(ctx, s.http, s.base+"/metrics", func(name, _ string, v float64) {
 		switch name {
 		case "argocd_pull_sim_clusters_connected":
 			st.Connected = int64(v)
@@ -116,8 +96,8 @@ func (s *simulator) stats(ctx context.Context) (simStats, error) {
 		case "argocd_pull_sim_status_updates_total":
 			st.StatusUpdates = v
 		}
-	}
-	return st, sc.Err()
+	})
+	return st, err
 }
 
 // setChurn sets the simulator's random status changes per second.
