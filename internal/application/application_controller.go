@@ -14,6 +14,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -80,6 +81,8 @@ type Reconciler struct {
 	operationEnds operationEnds
 	// gone are the Applications that left the cache deleted, with nothing left to do on the hub.
 	gone goneApplications
+	// apps indexes the cached Applications by cluster and by project (indexApplications).
+	apps toolscache.Indexer
 }
 
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch
@@ -91,9 +94,11 @@ type Reconciler struct {
 
 // SetupWithManager registers the reconciler and its watches.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := indexApplications(ctx, mgr.GetFieldIndexer()); err != nil {
+	apps, err := indexApplications(ctx, mgr.GetCache())
+	if err != nil {
 		return err
 	}
+	r.apps = apps
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("application").
 		For(&argocd.Application{}, builder.WithPredicates(r.applicationChanged())).

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -25,30 +26,42 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
-// Indexes of the cached Applications. controller-runtime indexes each value in the object's namespace too, so
-// that a list in one namespace uses the same index.
+// Indexes of the cached Applications, on the informer itself: one key per Application. controller-runtime's
+// field indexes keep each value twice (for its namespace and for all namespaces), and a List through them copies
+// each Application found.
 const (
 	indexCluster = "cluster"
 	indexProject = "project"
 )
 
-func indexApplications(ctx context.Context, indexer client.FieldIndexer) error {
+func indexApplications(ctx context.Context, c cache.Cache) (toolscache.Indexer, error) {
+	inf, err := c.GetInformer(ctx, &argocd.Application{})
+	if err != nil {
+		return nil, err
+	}
+	shared, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("the cache's informer of Applications is a %T, not a SharedIndexInformer", inf)
+	}
 	indexes := map[string]func(*argocd.Application) string{
 		indexCluster: func(a *argocd.Application) string { return argocd.ManagedCluster(a) },
 		indexProject: (*argocd.Application).Project,
 	}
+	indexers := toolscache.Indexers{}
 	for name, fn := range indexes {
-		err := indexer.IndexField(ctx, &argocd.Application{}, name, func(o client.Object) []string {
-			if v := fn(o.(*argocd.Application)); v != "" {
-				return []string{v}
+		indexers[name] = func(obj any) ([]string, error) {
+			if app, ok := obj.(*argocd.Application); ok {
+				if v := fn(app); v != "" {
+					return []string{v}, nil
+				}
 			}
-			return nil
-		})
-		if err != nil {
-			return err
+			return nil, nil
 		}
 	}
-	return nil
+	if err := shared.AddIndexers(indexers); err != nil {
+		return nil, err
+	}
+	return shared.GetIndexer(), nil
 }
 
 // applicationChanged passes Application events except updates that only bring the status this controller
@@ -166,14 +179,18 @@ func (r *Reconciler) clusterToApplications(ctx context.Context, o client.Object)
 
 // applicationsBy returns the Applications of a namespace (all namespaces when empty) with an index value.
 func (r *Reconciler) applicationsBy(ctx context.Context, namespace, index, value string) []reconcile.Request {
-	list := &argocd.ApplicationList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{index: value}, client.UnsafeDisableDeepCopy); err != nil {
+	apps, err := r.apps.ByIndex(index, value)
+	if err != nil {
 		log.FromContext(ctx).Error(err, "List applications by index", "index", index, "value", value)
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, app := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: app.GetNamespace(), Name: app.GetName()}})
+	reqs := make([]reconcile.Request, 0, len(apps))
+	for _, o := range apps {
+		app, ok := o.(*argocd.Application)
+		if !ok || (namespace != "" && app.Namespace != namespace) {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: app.Namespace, Name: app.Name}})
 	}
 	return reqs
 }

