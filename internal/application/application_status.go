@@ -114,8 +114,8 @@ func sameTime(a, b string) bool {
 
 // patchStatus replaces the Application's .status. The Application CRD has no status subresource; a JSON
 // patch "add /status" replaces the whole status without reading it first. It returns the resourceVersion that
-// carries the new status. The apiserver answers with the metadata alone: decoding the whole Application it
-// answers otherwise, status included, was a seventh of what the controller allocated.
+// carries the new status, the only part of the answer read: the apiserver answers with the metadata alone
+// instead of encoding the whole Application, status included, for the controller to decode.
 func (r *Reconciler) patchStatus(ctx context.Context, app *argocd.Application, status map[string]any) (string, error) {
 	data, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": status}})
 	if err != nil {
