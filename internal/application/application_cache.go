@@ -1,6 +1,9 @@
 package application
 
 import (
+	"context"
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -32,4 +35,23 @@ func compactApplication(obj any) (any, error) {
 		return nil, err
 	}
 	return app, nil
+}
+
+// AddIndexers adds indexers to the cache's informer of Applications and returns its indexer. An index on the
+// informer keeps one key per value and a lookup returns the cached Applications themselves, where
+// controller-runtime's field indexes keep each value twice (for its namespace and for all namespaces) and a
+// List through them copies each Application found.
+func AddIndexers(ctx context.Context, c cache.Cache, indexers toolscache.Indexers) (toolscache.Indexer, error) {
+	inf, err := c.GetInformer(ctx, &argocd.Application{})
+	if err != nil {
+		return nil, err
+	}
+	shared, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("the cache's informer of Applications is a %T, not a SharedIndexInformer", inf)
+	}
+	if err := shared.AddIndexers(indexers); err != nil {
+		return nil, err
+	}
+	return shared.GetIndexer(), nil
 }

@@ -26,23 +26,13 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
-// Indexes of the cached Applications, on the informer itself: one key per Application. controller-runtime's
-// field indexes keep each value twice (for its namespace and for all namespaces), and a List through them copies
-// each Application found.
+// Indexes of the cached Applications (AddIndexers).
 const (
 	indexCluster = "cluster"
 	indexProject = "project"
 )
 
 func indexApplications(ctx context.Context, c cache.Cache) (toolscache.Indexer, error) {
-	inf, err := c.GetInformer(ctx, &argocd.Application{})
-	if err != nil {
-		return nil, err
-	}
-	shared, ok := inf.(toolscache.SharedIndexInformer)
-	if !ok {
-		return nil, fmt.Errorf("the cache's informer of Applications is a %T, not a SharedIndexInformer", inf)
-	}
 	indexes := map[string]func(*argocd.Application) string{
 		indexCluster: func(a *argocd.Application) string { return argocd.ManagedCluster(a) },
 		indexProject: (*argocd.Application).Project,
@@ -58,10 +48,7 @@ func indexApplications(ctx context.Context, c cache.Cache) (toolscache.Indexer, 
 			return nil, nil
 		}
 	}
-	if err := shared.AddIndexers(indexers); err != nil {
-		return nil, err
-	}
-	return shared.GetIndexer(), nil
+	return AddIndexers(ctx, c, indexers)
 }
 
 // applicationChanged passes Application events except updates that only bring the status this controller

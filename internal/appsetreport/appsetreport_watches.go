@@ -2,7 +2,6 @@ package appsetreport
 
 import (
 	"context"
-	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/argocd-pull/argocd-pull/internal/application"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 )
 
@@ -30,15 +30,7 @@ func appSetKey(o client.Object) (types.NamespacedName, bool) {
 // reads an ApplicationSet's Applications from the index as the cache holds them, where a List through the
 // cache copies each one into a list (a fifteenth of all the controller allocated at 150,000 Applications).
 func indexApplications(ctx context.Context, c cache.Cache) (toolscache.Indexer, error) {
-	inf, err := c.GetInformer(ctx, &argocd.Application{})
-	if err != nil {
-		return nil, err
-	}
-	shared, ok := inf.(toolscache.SharedIndexInformer)
-	if !ok {
-		return nil, fmt.Errorf("the cache's informer of Applications is a %T, not a SharedIndexInformer", inf)
-	}
-	err = shared.AddIndexers(toolscache.Indexers{indexAppSet: func(obj any) ([]string, error) {
+	return application.AddIndexers(ctx, c, toolscache.Indexers{indexAppSet: func(obj any) ([]string, error) {
 		o, ok := obj.(client.Object)
 		if !ok {
 			return nil, nil
@@ -48,10 +40,6 @@ func indexApplications(ctx context.Context, c cache.Cache) (toolscache.Indexer, 
 		}
 		return nil, nil
 	}})
-	if err != nil {
-		return nil, err
-	}
-	return shared.GetIndexer(), nil
 }
 
 // queue is the controller's work queue.
