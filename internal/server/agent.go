@@ -3,36 +3,34 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	cetypes "github.com/cloudevents/sdk-go/v2/types"
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"k8s.io/klog/v2"
 
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/constants"
 	pbv1 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc/protobuf/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/payload"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/types"
-	"open-cluster-management.io/sdk-go/pkg/cloudevents/server"
-	grpcbroker "open-cluster-management.io/sdk-go/pkg/cloudevents/server/grpc"
 
 	"github.com/argocd-pull/argocd-pull/internal/server/store"
 )
 
-// subscribeWait bounds how long a spec resync waits for the agent's own subscription to register: sdk-go's
-// broker sends the subscription header just before it registers the subscriber, and the agent resyncs as
-// soon as it has the header.
-const subscribeWait = 2 * time.Second
-
-// agentEndpoint serves agents through sdk-go's gRPC broker. In front of it, it authenticates and authorises
-// each call, checks the consumer, and rejects bad events with a clear status; status updates go to the
-// store directly so that their rejections keep their own codes.
+// agentEndpoint serves agents sdk-go's CloudEventService, as sdk-go's gRPC broker does: a subscription
+// stream of the cluster's specs with the subscription ID in its header and heartbeats, spec resyncs, and
+// status updates. It authenticates and authorises each call, checks the consumer, and rejects bad events
+// with a clear status. Unlike sdk-go's broker it finds a spec's subscriptions by consumer, and closes a
+// subscription that does not keep up instead of blocking every consumer that shares its dispatch shard.
 type agentEndpoint struct {
 	pbv1.UnimplementedCloudEventServiceServer
 	s       *Server
-	broker  *grpcbroker.GRPCBroker
 	service *agentService
 }
 
@@ -73,9 +71,9 @@ func (e *agentEndpoint) publish(ctx context.Context, req *pbv1.PublishRequest) e
 
 // resyncSpecs answers an agent's spec resync: every resource that is newer than the agent's copy or
 // missing from it, every resource marked for deletion, and a delete for every resource the agent holds
-// that the server does not. It lists through the broker's service and sends through the broker; the
-// broker's own answer is not used because its deletes carry no resource version, which sdk-go's agent
-// codec rejects.
+// that the server does not. (sdk-go's broker answers without a resource version on its deletes, which
+// sdk-go's agent codec rejects.) The answer goes to the consumer's subscriptions on this instance; an
+// agent resyncs once it has its subscription's header, which is sent after the subscription registered.
 func (e *agentEndpoint) resyncSpecs(ctx context.Context, evt *cloudevents.Event, cluster string) error {
 	if err := e.s.checkConsumer(ctx, cluster); err != nil {
 		return err
@@ -83,10 +81,6 @@ func (e *agentEndpoint) resyncSpecs(ctx context.Context, evt *cloudevents.Event,
 	held, err := payload.DecodeSpecResyncRequest(*evt)
 	if err != nil {
 		return invalid(evt, "%v", err)
-	}
-	deadline := time.Now().Add(subscribeWait)
-	for !e.broker.IsConsumerSubscribed(cluster) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
 	}
 	if err := e.answerSpecResync(ctx, held.Versions, cluster); err != nil {
 		// sdk-go's agent does not send a failed resync again; it resyncs when it subscribes again.
@@ -107,10 +101,9 @@ func (e *agentEndpoint) answerSpecResync(ctx context.Context, held []payload.Res
 	for _, out := range resyncAnswer(held, current, cluster) {
 		out.SetType(types.CloudEventsType{CloudEventsDataType: dataType, SubResource: types.SubResourceSpec,
 			Action: types.ResyncResponseAction}.String())
-		if err := e.broker.HandleEvent(ctx, out); err != nil {
+		if err := e.s.dispatch.toAgents(ctx, cluster, out); err != nil {
 			return status.Errorf(codes.Unavailable, "send resync answer to cluster %s: %v", cluster, err)
 		}
-		e.s.metrics.eventsOut.WithLabelValues(endpointAgent, eventTypeLabel(out.Type())).Inc()
 	}
 	return nil
 }
@@ -165,15 +158,22 @@ func (e *agentEndpoint) subscribe(req *pbv1.SubscriptionRequest, stream pbv1.Clo
 	defer cancel(nil)
 	untrack := e.s.streams.track(cancel)
 	defer untrack()
-	removeAgent := e.s.streams.addAgent(cluster, cancel)
+	sub := &agentSub{consumer: cluster, subscription: newSubscription(ctx, cancel, e.s.opts.AgentQueueLength)}
+	// Registered before the header reaches the agent, which resyncs once it has it: the answer finds it.
+	removeAgent := e.s.streams.addAgent(sub)
 	defer removeAgent()
 	defer e.s.recordAgentSubscription(ctx, cluster)()
 	e.s.metrics.connectedAgents.Inc()
 	defer e.s.metrics.connectedAgents.Dec()
-	if err := e.broker.Subscribe(req, &subscribeStream{CloudEventService_SubscribeServer: stream, ctx: ctx}); err != nil {
-		return err
+	subID := uuid.NewString()
+	if err := stream.SendHeader(metadata.Pairs(constants.GRPCSubscriptionIDKey, subID)); err != nil {
+		return fmt.Errorf("send subscription header to the agent of cluster %s: %w", cluster, err)
 	}
-	return streamEndStatus(ctx)
+	logger := klog.FromContext(ctx).WithValues("consumer", cluster, "subID", subID)
+	logger.Info("Agent subscribed")
+	err := e.s.pump(klog.NewContext(ctx, logger), stream, sub.events, endpointAgent)
+	logger.Info("Agent subscription ended", "reason", err)
+	return err
 }
 
 // recordAgentSubscription records in the database that an agent of the consumer is subscribed here, so that every
@@ -195,15 +195,10 @@ func (s *Server) recordAgentSubscription(ctx context.Context, consumer string) f
 	}
 }
 
-// agentService is the broker's backend (sdk-go's server.Service): it lists a consumer's resources for a
-// resync and stores status updates.
+// agentService lists a consumer's resources for a resync and stores its agents' status updates.
 type agentService struct {
 	s *Server
 }
-
-var _ server.Service = (*agentService)(nil)
-
-func (a *agentService) RegisterHandler(context.Context, server.EventHandler) {}
 
 // List returns every resource of the consumer, those marked for deletion as deletes.
 func (a *agentService) List(ctx context.Context, opts types.ListOptions) ([]*cloudevents.Event, error) {
@@ -285,11 +280,3 @@ func storeStatus(err error) error {
 	}
 	return status.Error(code, err.Error())
 }
-
-// subscribeStream is a subscription stream with a replaced context.
-type subscribeStream struct {
-	pbv1.CloudEventService_SubscribeServer
-	ctx context.Context
-}
-
-func (s *subscribeStream) Context() context.Context { return s.ctx }

@@ -13,7 +13,6 @@ import (
 
 	pbv1 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc/protobuf/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/types"
-	"open-cluster-management.io/sdk-go/pkg/cloudevents/server"
 
 	"github.com/argocd-pull/argocd-pull/internal/server/store"
 )
@@ -30,17 +29,28 @@ var errShuttingDown = status.Error(codes.Unavailable, "the server is shutting do
 // resync again, but they resync after every subscription.
 var errMissedChanges = status.Error(codes.Unavailable, "the server may have missed changes for this subscription; resubscribe to resync")
 
+// subscription is one open subscription stream: the events queued for it, and how it ends.
+type subscription struct {
+	events chan *pbv1.CloudEvent
+	// done is closed when the stream ends.
+	done   <-chan struct{}
+	cancel context.CancelCauseFunc
+}
+
+func newSubscription(ctx context.Context, cancel context.CancelCauseFunc, queueLength int) subscription {
+	return subscription{events: make(chan *pbv1.CloudEvent, queueLength), done: ctx.Done(), cancel: cancel}
+}
+
 // sourceSub is one open source subscription.
 type sourceSub struct {
 	source string
-	events chan *pbv1.CloudEvent
-	cancel context.CancelCauseFunc
+	subscription
 }
 
 // agentSub is one open agent subscription.
 type agentSub struct {
 	consumer string
-	cancel   context.CancelCauseFunc
+	subscription
 }
 
 // streams tracks the open subscriptions of this instance: source subscriptions by source ID, agent
@@ -57,21 +67,20 @@ func newStreams() *streams {
 		cancels: map[*context.CancelCauseFunc]struct{}{}}
 }
 
-// addAgent registers an agent subscription of a consumer until the returned function is called.
-func (s *streams) addAgent(consumer string, cancel context.CancelCauseFunc) func() {
+// addAgent registers an agent subscription until the returned function is called.
+func (s *streams) addAgent(sub *agentSub) func() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sub := &agentSub{consumer: consumer, cancel: cancel}
-	if s.agents[consumer] == nil {
-		s.agents[consumer] = map[*agentSub]struct{}{}
+	if s.agents[sub.consumer] == nil {
+		s.agents[sub.consumer] = map[*agentSub]struct{}{}
 	}
-	s.agents[consumer][sub] = struct{}{}
+	s.agents[sub.consumer][sub] = struct{}{}
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		delete(s.agents[consumer], sub)
-		if len(s.agents[consumer]) == 0 {
-			delete(s.agents, consumer)
+		delete(s.agents[sub.consumer], sub)
+		if len(s.agents[sub.consumer]) == 0 {
+			delete(s.agents, sub.consumer)
 		}
 	}
 }
@@ -157,6 +166,16 @@ func (s *streams) hasSource(source string) bool {
 	return len(s.sources[source]) > 0
 }
 
+func (s *streams) agentSubs(consumer string) []*agentSub {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	subs := make([]*agentSub, 0, len(s.agents[consumer]))
+	for sub := range s.agents[consumer] {
+		subs = append(subs, sub)
+	}
+	return subs
+}
+
 func (s *streams) sourceSubs(source string) []*sourceSub {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -167,21 +186,27 @@ func (s *streams) sourceSubs(source string) []*sourceSub {
 	return subs
 }
 
-// dispatcher sends committed changes to the subscribers of this instance: specs to agents through the
-// sdk-go broker, statuses to sources. Specs go through shards keyed by consumer, which keeps each
-// consumer's order and keeps a slow agent from holding up the others.
+// dispatcher sends committed changes to the subscribers of this instance: specs to agents, statuses to
+// sources. Specs go through shards keyed by consumer, which keeps each consumer's order and keeps a slow agent
+// from holding up the others.
 type dispatcher struct {
-	streams     *streams
-	agents      server.AgentEventServer
-	metrics     *metrics
-	shards      []chan *cloudevents.Event
-	sendTimeout time.Duration
+	streams *streams
+	metrics *metrics
+	shards  []chan consumerSpec
+	// sourceTimeout and agentTimeout are how long a subscription's queue may stay full.
+	sourceTimeout, agentTimeout time.Duration
 }
 
-func newDispatcher(st *streams, agents server.AgentEventServer, m *metrics, shards int, sendTimeout time.Duration) *dispatcher {
-	d := &dispatcher{streams: st, agents: agents, metrics: m, sendTimeout: sendTimeout}
+// consumerSpec is a spec event on its way to its consumer's agents.
+type consumerSpec struct {
+	consumer string
+	evt      *cloudevents.Event
+}
+
+func newDispatcher(st *streams, m *metrics, shards int, sourceTimeout, agentTimeout time.Duration) *dispatcher {
+	d := &dispatcher{streams: st, metrics: m, sourceTimeout: sourceTimeout, agentTimeout: agentTimeout}
 	for range shards {
-		d.shards = append(d.shards, make(chan *cloudevents.Event, 1024))
+		d.shards = append(d.shards, make(chan consumerSpec, 1024))
 	}
 	return d
 }
@@ -193,20 +218,41 @@ func (d *dispatcher) run(ctx context.Context) {
 				select {
 				case <-ctx.Done():
 					return
-				case evt := <-shard:
-					d.sendToAgents(ctx, evt)
+				case out := <-shard:
+					if err := d.toAgents(ctx, out.consumer, out.evt); err != nil {
+						klog.FromContext(ctx).Error(err, "Failed to send a spec to its agent", "consumer", out.consumer)
+					}
 				}
 			}
 		}()
 	}
 }
 
-func (d *dispatcher) sendToAgents(ctx context.Context, evt *cloudevents.Event) {
-	if err := d.agents.HandleEvent(ctx, evt); err != nil {
-		klog.FromContext(ctx).Error(err, "Failed to send a spec to its agent", "resourceID", evt.Extensions()[types.ExtensionResourceID])
-		return
+// toAgents sends a spec event to every subscription of the consumer's agents on this instance, found by
+// consumer (sdk-go's broker compared the event's cluster with every subscriber's). A subscription that
+// cannot take it within the send timeout is closed; its agent resubscribes and resyncs.
+func (d *dispatcher) toAgents(ctx context.Context, consumer string, evt *cloudevents.Event) error {
+	subs := d.streams.agentSubs(consumer)
+	if len(subs) == 0 {
+		return nil
 	}
-	d.metrics.eventsOut.WithLabelValues(endpointAgent, eventTypeLabel(evt.Type())).Inc()
+	pb, err := toProto(ctx, evt)
+	if err != nil {
+		return err
+	}
+	for _, sub := range subs {
+		d.deliver(ctx, &sub.subscription, pb, d.agentTimeout, func() error {
+			return status.Errorf(codes.ResourceExhausted, "the agent of cluster %s did not keep up with its specs; resubscribe to resync", consumer)
+		})
+	}
+	return nil
+}
+
+// shard is the index of the consumer's shard.
+func (d *dispatcher) shard(consumer string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(consumer))
+	return int(h.Sum32() % uint32(len(d.shards)))
 }
 
 // spec queues a resource's spec for its agent when the agent is subscribed here.
@@ -214,10 +260,8 @@ func (d *dispatcher) spec(ctx context.Context, row store.SpecRow) {
 	if !d.streams.hasAgent(row.Consumer) {
 		return
 	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(row.Consumer))
 	select {
-	case d.shards[int(h.Sum32())%len(d.shards)] <- specEvent(row):
+	case d.shards[d.shard(row.Consumer)] <- consumerSpec{consumer: row.Consumer, evt: specEvent(row)}:
 	case <-ctx.Done():
 	}
 }
@@ -235,22 +279,29 @@ func (d *dispatcher) status(ctx context.Context, source string, evt *cloudevents
 		return
 	}
 	for _, sub := range subs {
-		d.deliver(ctx, sub, pb)
+		d.deliver(ctx, &sub.subscription, pb, d.sourceTimeout, func() error {
+			return status.Errorf(codes.ResourceExhausted, "source %s did not keep up with its statuses; resubscribe to resync", sub.source)
+		})
 	}
 }
 
-func (d *dispatcher) deliver(ctx context.Context, sub *sourceSub, pb *pbv1.CloudEvent) {
+// deliver queues an event on a subscription. One whose queue stays full for timeout is closed with the
+// cause tooSlow gives.
+func (d *dispatcher) deliver(ctx context.Context, sub *subscription, pb *pbv1.CloudEvent, timeout time.Duration, tooSlow func() error) {
 	select {
 	case sub.events <- pb:
 		return
+	case <-sub.done:
+		return
 	default:
 	}
-	timer := time.NewTimer(d.sendTimeout)
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case sub.events <- pb:
+	case <-sub.done:
 	case <-timer.C:
-		sub.cancel(status.Errorf(codes.ResourceExhausted, "source %s did not keep up with its statuses; resubscribe to resync", sub.source))
+		sub.cancel(tooSlow())
 	case <-ctx.Done():
 	}
 }

@@ -53,6 +53,8 @@ type Options struct {
 	StreamHeartbeatInterval   time.Duration
 	SourceQueueLength         int
 	SourceSendTimeout         time.Duration
+	AgentQueueLength          int
+	AgentSendTimeout          time.Duration
 	ShutdownTimeout           time.Duration
 
 	// Console opens the hub console's doors for argocd-server (package console).
@@ -81,6 +83,8 @@ func NewOptions() *Options {
 		StreamHeartbeatInterval:   10 * time.Second,
 		SourceQueueLength:         10000,
 		SourceSendTimeout:         30 * time.Second,
+		AgentQueueLength:          100,
+		AgentSendTimeout:          30 * time.Second,
 		ShutdownTimeout:           20 * time.Second,
 		CredentialsReloadInterval: 10 * time.Second,
 		Console:                   console.NewOptions(),
@@ -116,6 +120,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.StreamHeartbeatInterval, "stream-heartbeat-interval", o.StreamHeartbeatInterval, "Interval of heartbeats on subscription streams")
 	fs.IntVar(&o.SourceQueueLength, "source-queue-length", o.SourceQueueLength, "Statuses queued per source subscription")
 	fs.DurationVar(&o.SourceSendTimeout, "source-send-timeout", o.SourceSendTimeout, "A source subscription whose queue stays full this long is closed (the source resyncs)")
+	fs.IntVar(&o.AgentQueueLength, "agent-queue-length", o.AgentQueueLength, "Specs queued per agent subscription")
+	fs.DurationVar(&o.AgentSendTimeout, "agent-send-timeout", o.AgentSendTimeout, "An agent subscription whose queue stays full this long is closed (the agent resyncs)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "Time given to in-flight requests on shutdown")
 	o.Console.AddFlags(fs)
 	o.envErr = envflag.Apply(fs, EnvPrefix)
@@ -144,7 +150,7 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, positive("--max-event-bytes", o.MaxEventBytes), positive("--max-resync-bytes", o.MaxResyncBytes),
 		positive("--max-page-size", o.MaxPageSize), positive("--source-queue-length", o.SourceQueueLength),
-		positive("--database-max-conns", int(o.DatabaseMaxConns)))
+		positive("--agent-queue-length", o.AgentQueueLength), positive("--database-max-conns", int(o.DatabaseMaxConns)))
 	if o.StreamHeartbeatInterval < time.Second {
 		errs = append(errs, errors.New("--stream-heartbeat-interval must be at least 1s"))
 	}
@@ -153,7 +159,7 @@ func (o *Options) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{"--sweep-interval": o.SweepInterval, "--undelivered-after": o.UndeliveredAfter,
 		"--stuck-delete-after": o.StuckDeleteAfter, "--instance-heartbeat-interval": o.InstanceHeartbeatInterval,
-		"--source-send-timeout": o.SourceSendTimeout, "--shutdown-timeout": o.ShutdownTimeout,
+		"--source-send-timeout": o.SourceSendTimeout, "--agent-send-timeout": o.AgentSendTimeout, "--shutdown-timeout": o.ShutdownTimeout,
 		"--credentials-reload-interval": o.CredentialsReloadInterval} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive", name))

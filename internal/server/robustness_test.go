@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -245,4 +246,79 @@ func TestFailedResyncsAndLoadsResetSubscriptions(t *testing.T) {
 	wantCode(t, "a spec through the other instance", publish(t, plainClient(t, other.SourceAddr()),
 		specEvt("hub", "cluster2", "r1", 1, types.CreateRequestAction)), codes.OK)
 	wantEnded(t, "the subscription of cluster2's agent", agent2, codes.Unavailable)
+}
+
+// TestStuckAgentDoesNotHoldUpOthers subscribes an agent that never reads its stream, and the agent of another
+// consumer whose specs go through the same dispatch shard. While the source keeps creating works for both,
+// the other agent receives its work, and the stuck subscription ends with ResourceExhausted once its queue
+// stayed full for --agent-send-timeout, so that its agent resubscribes and resyncs. (sdk-go's broker waited
+// on the stuck subscription's queue for as long as the stream lived, holding up its shard.)
+func TestStuckAgentDoesNotHoldUpOthers(t *testing.T) {
+	ctx := context.Background()
+	o := testOptions(testDB(t), "one")
+	o.AgentQueueLength, o.AgentSendTimeout = 4, time.Second
+	s := startServer(t, o)
+	stuck, other := sameShard(s.dispatch)
+	createConsumer(t, s, stuck, other)
+
+	// Small flow-control windows (no growing them): the server's sends block after about 128 KB.
+	conn, err := grpc.NewClient(s.AgentAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	stream, err := pbv1.NewCloudEventServiceClient(conn).Subscribe(ctx, &pbv1.SubscriptionRequest{ClusterName: stuck, DataType: dataType.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Header(); err != nil {
+		t.Fatal(err)
+	}
+	agent := startAgent(t, grpcOptions(s.AgentAddr()), other)
+	source := startSource(t, grpcOptions(s.SourceAddr()), "hub")
+	testutil.EventuallyTrue(t, waitTimeout, "both agents to subscribe", func() bool {
+		return s.streams.hasAgent(stuck) && s.streams.hasAgent(other)
+	})
+
+	// 16 works of 48 KB fill the stuck stream's windows and its queue several times over.
+	for i := range 16 {
+		w := newWork(stuck, fmt.Sprintf("big-%d", i), "cm")
+		w.Annotations["padding"] = strings.Repeat("x", 48<<10)
+		if _, err := source.works(stuck).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := source.works(other).Create(ctx, newWork(other, "small", "cm-small"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyTrue(t, waitTimeout, "the other agent to apply its work", func() bool {
+		return appliedMessage(source, other, "small") == "cm-small"
+	})
+	if agent.work("small") == nil {
+		t.Fatal("the other agent does not hold its work")
+	}
+	for {
+		_, err := stream.Recv()
+		if err == nil {
+			continue
+		}
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("the stuck subscription ended with %v, want ResourceExhausted", err)
+		}
+		break
+	}
+	testutil.EventuallyTrue(t, waitTimeout, "the stuck subscription to be forgotten", func() bool { return !s.streams.hasAgent(stuck) })
+}
+
+// sameShard returns two consumer names whose specs go through the same dispatch shard.
+func sameShard(d *dispatcher) (string, string) {
+	first := map[int]string{}
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("cluster%d", i)
+		if f, ok := first[d.shard(name)]; ok {
+			return f, name
+		}
+		first[d.shard(name)] = name
+	}
 }

@@ -25,7 +25,6 @@ import (
 	"k8s.io/klog/v2"
 
 	pbv1 "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc/protobuf/v1"
-	grpcbroker "open-cluster-management.io/sdk-go/pkg/cloudevents/server/grpc"
 
 	"github.com/argocd-pull/argocd-pull/internal/console"
 	"github.com/argocd-pull/argocd-pull/internal/consoleapi"
@@ -219,10 +218,7 @@ func (s *Server) serveHTTP(ctx context.Context, tlsConfig *tls.Config) {
 }
 
 func (s *Server) startServing(ctx, waitCtx context.Context, tlsConfig *tls.Config) error {
-	broker := grpcbroker.NewGRPCBroker(&grpcbroker.BrokerOptions{HeartbeatCheckInterval: s.opts.StreamHeartbeatInterval})
-	service := &agentService{s: s}
-	broker.RegisterService(ctx, dataType, service)
-	s.dispatch = newDispatcher(s.streams, broker, s.metrics, 8, s.opts.SourceSendTimeout)
+	s.dispatch = newDispatcher(s.streams, s.metrics, 8, s.opts.SourceSendTimeout, s.opts.AgentSendTimeout)
 	s.dispatch.run(ctx)
 	s.specs = newBatcher(500, 30*time.Second, func(ctx context.Context, in []store.SpecWrite) ([]store.SpecResult, error) {
 		return s.store.ApplySpecs(ctx, in, s.opts.AutoRegisterConsumers)
@@ -248,7 +244,7 @@ func (s *Server) startServing(ctx, waitCtx context.Context, tlsConfig *tls.Confi
 	s.sourceGRPC = s.grpcServer(ctx, tlsConfig, KindSource)
 	pbv1.RegisterCloudEventServiceServer(s.sourceGRPC, &sourceEndpoint{s: s})
 	s.agentGRPC = s.grpcServer(ctx, tlsConfig, KindAgent)
-	pbv1.RegisterCloudEventServiceServer(s.agentGRPC, &agentEndpoint{s: s, broker: broker, service: service})
+	pbv1.RegisterCloudEventServiceServer(s.agentGRPC, &agentEndpoint{s: s, service: &agentService{s: s}})
 
 	if s.console != nil {
 		consoleapi.Register(s.agentGRPC, s.serveConsole)

@@ -167,7 +167,7 @@ func (e *sourceEndpoint) subscribe(req *pbv1.SubscriptionRequest, stream pbv1.Cl
 	defer cancel(nil)
 	untrack := e.s.streams.track(cancel)
 	defer untrack()
-	sub := &sourceSub{source: req.GetSource(), events: make(chan *pbv1.CloudEvent, e.s.opts.SourceQueueLength), cancel: cancel}
+	sub := &sourceSub{source: req.GetSource(), subscription: newSubscription(ctx, cancel, e.s.opts.SourceQueueLength)}
 	// Register before the header reaches the client, so that nothing the client triggers after it is lost.
 	e.s.streams.addSource(sub)
 	defer e.s.streams.removeSource(sub)
@@ -179,30 +179,41 @@ func (e *sourceEndpoint) subscribe(req *pbv1.SubscriptionRequest, stream pbv1.Cl
 	}
 	logger := klog.FromContext(ctx).WithValues("source", req.GetSource(), "subID", subID)
 	logger.Info("Source subscribed")
-	err := e.s.pump(klog.NewContext(ctx, logger), stream, sub.events)
+	err := e.s.pump(klog.NewContext(ctx, logger), stream, sub.events, endpointSource)
 	logger.Info("Source subscription ended", "reason", err)
 	return err
 }
 
-// pump sends queued events and heartbeats on a stream until its context ends, and returns the status
-// the stream ends with.
-func (s *Server) pump(ctx context.Context, stream pbv1.CloudEventService_SubscribeServer, events <-chan *pbv1.CloudEvent) error {
+// pump sends queued events and heartbeats on a stream of the endpoint until its context ends, and returns the
+// status the stream ends with. The sends run apart, so that a stream closed because its client stopped
+// reading (its sends block on flow control) ends at once: returning ends the sends.
+func (s *Server) pump(ctx context.Context, stream pbv1.CloudEventService_SubscribeServer, events <-chan *pbv1.CloudEvent, endpoint string) error {
 	beats := heartbeat.NewHeartbeater(s.opts.StreamHeartbeatInterval, 1)
 	go beats.Start(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return streamEndStatus(ctx)
-		case hb := <-beats.Heartbeat():
-			if err := stream.Send(hb); err != nil {
-				return err
+	sendErr := make(chan error, 1)
+	go func() {
+		for {
+			var evt *pbv1.CloudEvent
+			select {
+			case <-ctx.Done():
+				return
+			case evt = <-beats.Heartbeat():
+			case evt = <-events:
 			}
-		case evt := <-events:
 			if err := stream.Send(evt); err != nil {
-				return err
+				sendErr <- err
+				return
 			}
-			s.metrics.eventsOut.WithLabelValues(endpointSource, eventTypeLabel(evt.GetType())).Inc()
+			if evt.GetType() != types.HeartbeatCloudEventsType {
+				s.metrics.eventsOut.WithLabelValues(endpoint, eventTypeLabel(evt.GetType())).Inc()
+			}
 		}
+	}()
+	select {
+	case <-ctx.Done():
+		return streamEndStatus(ctx)
+	case err := <-sendErr:
+		return err
 	}
 }
 
