@@ -8,12 +8,15 @@ package application
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -265,23 +268,30 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, app *argocd.Applicatio
 	if argocd.OwningAppSet(app) != "" || controllerutil.ContainsFinalizer(app, Finalizer) {
 		return nil
 	}
-	patch := client.MergeFromWithOptions(app.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.AddFinalizer(app, Finalizer)
-	if err := r.Client.Patch(ctx, app, patch); err != nil {
+	if err := r.patchFinalizers(ctx, app, append(slices.Clone(app.GetFinalizers()), Finalizer)); err != nil {
 		return fmt.Errorf("add finalizer to application %s: %w", klog.KObj(app), err)
 	}
 	return nil
 }
 
 func (r *Reconciler) removeFinalizers(ctx context.Context, app *argocd.Application, finalizers ...string) error {
-	patch := client.MergeFromWithOptions(app.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	for _, f := range finalizers {
-		controllerutil.RemoveFinalizer(app, f)
-	}
-	if err := r.Client.Patch(ctx, app, patch); err != nil && !apierrors.IsNotFound(err) {
+	kept := slices.DeleteFunc(slices.Clone(app.GetFinalizers()), func(f string) bool { return slices.Contains(finalizers, f) })
+	if err := r.patchFinalizers(ctx, app, kept); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("remove finalizers %v from application %s: %w", finalizers, klog.KObj(app), err)
 	}
 	return nil
+}
+
+// patchFinalizers sets the Application's finalizers, provided it is still at the resource version it was
+// read at (a conflict otherwise). The apiserver answers with the metadata alone: in a mass delete, where
+// every Application's last finalizer goes, encoding each whole Application for an answer nobody reads was
+// a good part of the hub apiserver's work.
+func (r *Reconciler) patchFinalizers(ctx context.Context, app *argocd.Application, finalizers []string) error {
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": app.GetResourceVersion()}})
+	if err != nil {
+		return err
+	}
+	return r.Client.Patch(ctx, metadataOf(app), client.RawPatch(types.MergePatchType, data))
 }
 
 func (r *Reconciler) clock() time.Time {

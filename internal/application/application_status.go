@@ -121,14 +121,20 @@ func (r *Reconciler) patchStatus(ctx context.Context, app *argocd.Application, s
 	if err != nil {
 		return "", fmt.Errorf("encode status of application %s: %w", klog.KObj(app), err)
 	}
-	answer := &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{APIVersion: argocd.ApplicationGVK.GroupVersion().String(), Kind: argocd.ApplicationGVK.Kind},
-		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name},
-	}
+	answer := metadataOf(app)
 	if err := r.Client.Patch(ctx, answer, client.RawPatch(types.JSONPatchType, data)); err != nil {
 		return "", fmt.Errorf("patch status of application %s: %w", klog.KObj(app), err)
 	}
 	return answer.ResourceVersion, nil
+}
+
+// metadataOf is an Application's name as a PartialObjectMetadata, which a write answered with the
+// Application's metadata alone is decoded into.
+func metadataOf(app *argocd.Application) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: argocd.ApplicationGVK.GroupVersion().String(), Kind: argocd.ApplicationGVK.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: app.Name},
+	}
 }
 
 // recordTransitions emits a Warning event for each problem that was not in the previous status.
