@@ -220,7 +220,8 @@ func (d *dispatcher) run(ctx context.Context) {
 					return
 				case out := <-shard:
 					if err := d.toAgents(ctx, out.consumer, out.evt); err != nil {
-						klog.FromContext(ctx).Error(err, "Failed to send a spec to its agent", "consumer", out.consumer)
+						klog.FromContext(ctx).Error(err, "Failed to send a spec to its agent", "consumer", out.consumer,
+							"resourceID", out.evt.Extensions()[types.ExtensionResourceID])
 					}
 				}
 			}
