@@ -283,15 +283,22 @@ func (r *Reconciler) removeFinalizers(ctx context.Context, app *argocd.Applicati
 }
 
 // patchFinalizers sets the Application's finalizers, provided it is still at the resource version it was
-// read at (a conflict otherwise). The apiserver answers with the metadata alone: in a mass delete, where
-// every Application's last finalizer goes, encoding each whole Application for an answer nobody reads was
-// a good part of the hub apiserver's work.
+// read at (a conflict otherwise), and brings app's finalizers and resource version up to the write. The
+// apiserver answers with the metadata alone: in a mass delete, where every Application's last finalizer goes,
+// encoding each whole Application for an answer that only its metadata is read of was a good part of the hub
+// apiserver's work.
 func (r *Reconciler) patchFinalizers(ctx context.Context, app *argocd.Application, finalizers []string) error {
 	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": app.GetResourceVersion()}})
 	if err != nil {
 		return err
 	}
-	return r.Client.Patch(ctx, metadataOf(app), client.RawPatch(types.MergePatchType, data))
+	answer := metadataOf(app)
+	if err := r.Client.Patch(ctx, answer, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return err
+	}
+	app.SetFinalizers(answer.Finalizers)
+	app.SetResourceVersion(answer.ResourceVersion)
+	return nil
 }
 
 func (r *Reconciler) clock() time.Time {
