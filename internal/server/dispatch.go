@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"hash/fnv"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -166,24 +168,18 @@ func (s *streams) hasSource(source string) bool {
 	return len(s.sources[source]) > 0
 }
 
+// agentSubs returns the open subscriptions of the consumer's agents.
 func (s *streams) agentSubs(consumer string) []*agentSub {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	subs := make([]*agentSub, 0, len(s.agents[consumer]))
-	for sub := range s.agents[consumer] {
-		subs = append(subs, sub)
-	}
-	return subs
+	return slices.Collect(maps.Keys(s.agents[consumer]))
 }
 
+// sourceSubs returns the open subscriptions of the source.
 func (s *streams) sourceSubs(source string) []*sourceSub {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	subs := make([]*sourceSub, 0, len(s.sources[source]))
-	for sub := range s.sources[source] {
-		subs = append(subs, sub)
-	}
-	return subs
+	return slices.Collect(maps.Keys(s.sources[source]))
 }
 
 // dispatcher sends committed changes to the subscribers of this instance: specs to agents, statuses to
