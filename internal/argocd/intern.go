@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,7 +62,9 @@ func InternShort(s string) string {
 // and whole label and annotation maps, finalizer lists and owner references equal to another object's (the
 // Applications that an ApplicationSet generates for one cluster carry the same annotations, and all of them
 // the same owner). What it shares is read only, as the objects of a cache are: a copy to modify is a deep
-// copy.
+// copy. It never writes into the maps and slices it is given, only into m: they may be shared already with
+// objects other goroutines read (an informer transforms each object of a list twice, pagedlist, and the second
+// time its maps are those shared with the objects in the cache).
 func InternMetadata(m *metav1.ObjectMeta) {
 	InternMetadataOwnAnnotations(m)
 	m.Annotations = sharedMaps.share(m.Annotations)
@@ -72,24 +75,73 @@ func InternMetadata(m *metav1.ObjectMeta) {
 // and short values are.
 func InternMetadataOwnAnnotations(m *metav1.ObjectMeta) {
 	m.Namespace = interned.intern(m.Namespace)
-	internMapStrings(m.Labels)
-	internMapStrings(m.Annotations)
-	m.Labels = sharedMaps.share(m.Labels)
-	for i, f := range m.Finalizers {
-		m.Finalizers[i] = interned.intern(f)
-	}
-	m.Finalizers = sharedFinalizers.share(m.Finalizers)
-	for i := range m.OwnerReferences {
-		o := &m.OwnerReferences[i]
-		o.APIVersion, o.Kind, o.Name = interned.intern(o.APIVersion), interned.intern(o.Kind), interned.intern(o.Name)
-	}
-	m.OwnerReferences = sharedOwners.share(m.OwnerReferences)
+	m.Labels = sharedMaps.share(internMap(m.Labels))
+	m.Annotations = internMap(m.Annotations)
+	m.Finalizers = sharedFinalizers.share(internFinalizers(m.Finalizers))
+	m.OwnerReferences = sharedOwners.share(internOwners(m.OwnerReferences))
 }
 
-func internMapStrings(m map[string]string) {
+// internMap returns a map equal to m with its keys and short values interned: m itself when they are already,
+// else a copy.
+func internMap(m map[string]string) map[string]string {
+	var out map[string]string
 	for k, v := range m {
-		m[interned.intern(k)] = InternShort(v)
+		ik, iv := interned.intern(k), InternShort(v)
+		if out == nil {
+			if sameString(ik, k) && sameString(iv, v) {
+				continue
+			}
+			out = maps.Clone(m)
+		}
+		// A string key is replaced by the equal one assigned (the runtime updates string keys).
+		out[ik] = iv
 	}
+	if out == nil {
+		return m
+	}
+	return out
+}
+
+// internFinalizers returns finalizers interned: the same slice when they are already, else a copy.
+func internFinalizers(finalizers []string) []string {
+	var out []string
+	for i, f := range finalizers {
+		if f := interned.intern(f); !sameString(f, finalizers[i]) {
+			if out == nil {
+				out = slices.Clone(finalizers)
+			}
+			out[i] = f
+		}
+	}
+	if out == nil {
+		return finalizers
+	}
+	return out
+}
+
+// internOwners returns owner references with their API version, kind and name interned: the same slice when
+// they are already, else a copy.
+func internOwners(owners []metav1.OwnerReference) []metav1.OwnerReference {
+	var out []metav1.OwnerReference
+	for i, o := range owners {
+		v, k, n := interned.intern(o.APIVersion), interned.intern(o.Kind), interned.intern(o.Name)
+		if sameString(v, o.APIVersion) && sameString(k, o.Kind) && sameString(n, o.Name) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(owners)
+		}
+		out[i].APIVersion, out[i].Kind, out[i].Name = v, k, n
+	}
+	if out == nil {
+		return owners
+	}
+	return out
+}
+
+// sameString reports whether a and b are the same string, bytes and all, not only equal.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b))
 }
 
 // sharedTable shares values that are equal: it keeps one value per hash, and a value equal to the one kept for

@@ -3,9 +3,13 @@ package argocd_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubetypes "k8s.io/apimachinery/pkg/types"
@@ -113,6 +117,68 @@ func TestInternMetadataShares(t *testing.T) {
 	if same(own.Annotations, a.Annotations) {
 		t.Error("InternMetadataOwnAnnotations shares annotations")
 	}
+}
+
+// TestInternMetadataWritesNothingItIsGiven: interning never writes into the maps and slices of the metadata it
+// is given. An informer transforms the objects of a list twice (pagedlist), and the second time their labels are
+// the map shared with the objects already in the cache, which other goroutines read: a write there, even of an
+// equal string, killed the controller at 15,000 Applications ("concurrent map read and map write").
+func TestInternMetadataWritesNothingItIsGiven(t *testing.T) {
+	yes := true
+	fresh := func() *metav1.ObjectMeta {
+		// Strings equal to interned ones but not the same bytes, as a decoder makes them.
+		c := strings.Clone
+		return &metav1.ObjectMeta{Namespace: c("argocd"),
+			Labels:      map[string]string{c(argocd.LabelPull): c("true")},
+			Annotations: map[string]string{c(argocd.AnnotationManagedCluster): c("cluster1")},
+			Finalizers:  []string{c(argocd.ResourcesFinalizer)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: c("argoproj.io/v1alpha1"), Kind: c("ApplicationSet"),
+				Name: c("set-01"), UID: "uid-set-01", Controller: &yes}}}
+	}
+	argocd.InternMetadata(fresh())
+	given := fresh()
+	labels, annotations := maps.Clone(given.Labels), maps.Clone(given.Annotations)
+	finalizers, owners := slices.Clone(given.Finalizers), slices.Clone(given.OwnerReferences)
+	kept := *given
+	argocd.InternMetadata(&kept)
+	sameBytes := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	for k, v := range given.Labels {
+		if !sameBytes(v, labels[k]) {
+			t.Errorf("label %s was rewritten in the map given", k)
+		}
+	}
+	for k, v := range given.Annotations {
+		if !sameBytes(v, annotations[k]) {
+			t.Errorf("annotation %s was rewritten in the map given", k)
+		}
+	}
+	if !sameBytes(given.Finalizers[0], finalizers[0]) {
+		t.Error("a finalizer was rewritten in the slice given")
+	}
+	if o := given.OwnerReferences[0]; !sameBytes(o.Name, owners[0].Name) || !sameBytes(o.Kind, owners[0].Kind) {
+		t.Error("an owner reference was rewritten in the slice given")
+	}
+	if !maps.Equal(kept.Labels, labels) || !maps.Equal(kept.Annotations, annotations) ||
+		!slices.Equal(kept.Finalizers, finalizers) || kept.OwnerReferences[0].Name != "set-01" {
+		t.Errorf("interned metadata differs from what it was given: %+v", kept)
+	}
+
+	// The informer's second transform, while the cache's readers read the maps the first one shared.
+	first := fresh()
+	argocd.InternMetadata(first)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 1000 {
+			_ = argocd.IsPullApplication(first)
+			_ = first.Annotations[argocd.AnnotationManagedCluster]
+		}
+	}()
+	for range 1000 {
+		again := *first
+		argocd.InternMetadata(&again)
+	}
+	<-done
 }
 
 // TestApplicationCacheMemory measures the heap an Application takes in the controller's cache, for the fleet

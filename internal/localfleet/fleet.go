@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -590,6 +591,29 @@ func (f *System) CAFile() string { return f.ca.CertFile }
 
 // AdminTokenFile is the file that holds AdminToken (Maestro mode).
 func (f *System) AdminTokenFile() string { return filepath.Join(f.Dir, "pki", "admin.token") }
+
+// OnExit calls exited, once, with the error of the first of the hub controller and the servers to exit before
+// ctx ends. The fleet does not restart them, as their Deployments would: whoever waits for the fleet to
+// converge (a benchmark) waits in vain once one of them is gone.
+func (f *System) OnExit(ctx context.Context, exited func(error)) {
+	procs := []*loopback.Process{f.controller}
+	for _, s := range f.servers {
+		procs = append(procs, s.proc)
+	}
+	var once sync.Once
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-p.Exited():
+				once.Do(func() { exited(p.ExitError()) })
+			}
+		}()
+	}
+}
 
 // ControllerPid and ServerPid are the process IDs of the hub controller and the server (0 when not running).
 func (f *System) ControllerPid() int { return pid(f.controller) }

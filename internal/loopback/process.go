@@ -84,6 +84,15 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // Exited is closed when the process has exited.
 func (p *Process) Exited() <-chan struct{} { return p.done }
 
+// ExitError is nil while the process runs; once it has exited, an error that names it, says how it ended and
+// where its log is.
+func (p *Process) ExitError() error {
+	if p.Running() {
+		return nil
+	}
+	return fmt.Errorf("%s exited (%v); log: %s", p.Name, p.err, p.LogPath)
+}
+
 // Running reports whether the process is still running.
 func (p *Process) Running() bool {
 	select {

@@ -184,6 +184,11 @@ func run(ctx context.Context, sc Scenario) (*Result, error) {
 		return nil, err
 	}
 	defer f.Stop()
+	// A hub process that exits ends the run at once with its error, which the results keep; before
+	// f.Stop ends them (deferred calls run last first).
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	f.OnExit(ctx, cancel)
 	prof, err := sc.profiler(f, pprofPorts)
 	if err != nil {
 		return nil, err
@@ -713,7 +718,7 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, stri
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return context.Cause(ctx)
 		case <-time.After(2 * time.Second):
 		}
 	}
