@@ -15,15 +15,21 @@ import (
 //     Restore; the connections it carried are lost for good, as when a NAT or a load balancer forgets a flow:
 //     nothing arrives on them ever again and neither end is told. An end finds out only by its own means
 //     (keepalives, timeouts); connections made after the Restore work.
+//   - Stall holds every byte, both ways, until Restore, and then delivers them all: the link is slow, not lost,
+//     as a peer that stops reading for a while (a saturated process, a long pause) looks to the other end.
 type Relay struct {
 	// Addr is where clients connect instead of the target.
 	Addr   string
 	target string
 	l      net.Listener
+	// accepted counts the connections accepted.
+	accepted atomic.Int64
 
 	mu          sync.Mutex
 	cut         bool
 	partitioned bool
+	// stalled is closed when a stall ends; nil while there is none.
+	stalled chan struct{}
 	links       map[*link]struct{}
 	wg          sync.WaitGroup
 }
@@ -54,6 +60,7 @@ func (r *Relay) accept() {
 		if err != nil {
 			return
 		}
+		r.accepted.Add(1)
 		r.wg.Add(1)
 		go r.serve(c)
 	}
@@ -106,6 +113,9 @@ func (r *Relay) pipe(l *link, src, dst net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 {
+			r.waitStall()
+		}
 		if n > 0 && !l.lost.Load() {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				err = werr
@@ -120,6 +130,16 @@ func (r *Relay) pipe(l *link, src, dst net.Conn) {
 		}
 		r.close(l)
 		return
+	}
+}
+
+// waitStall returns once no stall holds the relay's bytes.
+func (r *Relay) waitStall() {
+	r.mu.Lock()
+	stalled := r.stalled
+	r.mu.Unlock()
+	if stalled != nil {
+		<-stalled
 	}
 }
 
@@ -151,6 +171,7 @@ func (r *Relay) Cut() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cut = true
+	r.endStall()
 	for l := range r.links {
 		reset(l.client)
 		if l.server != nil {
@@ -171,11 +192,32 @@ func (r *Relay) Partition() {
 	}
 }
 
-// Restore lets new connections through again.
+// Accepted is how many connections the relay has accepted: a client that connected again counts twice.
+func (r *Relay) Accepted() int64 { return r.accepted.Load() }
+
+// Stall holds every byte the relay's connections carry, and those of new ones, until Restore.
+func (r *Relay) Stall() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stalled == nil {
+		r.stalled = make(chan struct{})
+	}
+}
+
+// Restore lets new connections through again and ends a stall.
 func (r *Relay) Restore() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cut, r.partitioned = false, false
+	r.endStall()
+}
+
+// endStall lets held bytes go on; r.mu is held.
+func (r *Relay) endStall() {
+	if r.stalled != nil {
+		close(r.stalled)
+		r.stalled = nil
+	}
 }
 
 // Close stops the relay and closes its connections.

@@ -128,3 +128,50 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// TestRelayStall: a stall holds the bytes of a connection, and delivers them when it ends; a relay closed
+// during a stall does not wait for its end.
+func TestRelayStall(t *testing.T) {
+	r, err := StartRelay(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", r.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	if err := roundTrip(c, "hello"); err != nil {
+		t.Fatalf("through the relay: %v", err)
+	}
+	r.Stall()
+	_ = c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := c.Write([]byte("held\n")); err != nil {
+		t.Fatalf("a write during the stall: %v", err)
+	}
+	if n, err := c.Read(make([]byte, 16)); n > 0 || !isTimeout(err) {
+		t.Fatalf("read %d bytes during the stall, %v; want nothing yet", n, err)
+	}
+	r.Restore()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	got, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || got != "held\n" {
+		t.Fatalf("after the stall: %q, %v; want the held line", got, err)
+	}
+
+	r.Stall()
+	if _, err := c.Write([]byte("never\n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	closed := make(chan struct{})
+	go func() {
+		r.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waits for the stall to end")
+	}
+}

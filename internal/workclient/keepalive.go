@@ -12,17 +12,22 @@ import (
 
 // The gRPC keepalive of argocd-pull's CloudEvents clients (the controller's transport, the agent, the
 // simulator) whose gRPC config sets none: while a call or a subscription is open, a ping after KeepAliveTime
-// without any traffic, and the connection closed when the ping is not answered within KeepAliveTimeout, so
+// without any traffic, and the connection closed when nothing arrives within KeepAliveTimeout of the ping, so
 // that the client connects again and resyncs. sdk-go leaves keepalive off by default, and a connection that a
 // network fault left dead without a reset — a NAT or a load balancer that forgot the flow, a silent partition
 // — then goes unnoticed for good: the subscription waits forever for events the server can no longer send,
 // and publishes hang. The server's heartbeats on a subscription (every 10 s) are traffic, so a healthy
-// subscription is seldom pinged. No ping is sent on a connection without calls (Maestro's server, like
+// subscription is never pinged. No ping is sent on a connection without calls (Maestro's server, like
 // argocd-pull server with other settings, may refuse those).
+//
+// The values are sdk-go's own when its keepalive is turned on. A connection is given up after KeepAliveTime +
+// KeepAliveTimeout (40 s) without traffic, so a hub that stalls for less (a saturated server, a collector's
+// pause on either side) keeps its fleet connected. The 10 s and 5 s used until 2026-11 dropped half of a
+// 150,000-Application fleet at once, four times in one run, where a connection went 15 s without traffic
+// (docs/benchmarks.md); the price is a later notice of a silent partition.
 const (
-	// KeepAliveTime is grpc-go's least for a client.
-	KeepAliveTime    = 10 * time.Second
-	KeepAliveTimeout = 5 * time.Second
+	KeepAliveTime    = 30 * time.Second
+	KeepAliveTimeout = 10 * time.Second
 )
 
 // keepAliveKey is the gRPC config's keepalive section.

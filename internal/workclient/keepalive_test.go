@@ -76,3 +76,40 @@ func TestPartitionedConnection(t *testing.T) {
 	testutil.EventuallyWithin(t, 90*time.Second, "its status back at the transport", func() error { return appliedAt(g, "cluster1", "after", 1) })
 	t.Logf("delivered with its status %s after the partition ended", time.Since(start).Round(100*time.Millisecond))
 }
+
+// TestStalledHubKeepsItsConnections: the server stops answering for 25 s (a saturated hub, a long pause) and
+// then goes on, with nothing lost on the way. The transport keeps its connections through the stall — it
+// would not with keepalive given up after 15 s — and the work's next version, published after it over the
+// same connection as the first, is delivered.
+func TestStalledHubKeepsItsConnections(t *testing.T) {
+	ctx := context.Background()
+	s := startServer(t, "cluster1")
+	startAgent(t, s, "cluster1")
+	relay, err := loopback.StartRelay(s.SourceAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	g, _ := startTransportAt(t, relay.Addr, s.HTTPAddr())
+	testutil.EventuallyWithin(t, 30*time.Second, "the works listed", func() error { return g.Ready(ctx) })
+	if err := g.Apply(ctx, pullWork("cluster1", "before", "v1")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "applied before the stall", func() error { return appliedAt(g, "cluster1", "before", 1) })
+
+	connections := relay.Accepted()
+	const stall = 25 * time.Second
+	if stall >= workclient.KeepAliveTime+workclient.KeepAliveTimeout {
+		t.Fatalf("a stall of %s outlasts the keepalive (%s + %s)", stall, workclient.KeepAliveTime, workclient.KeepAliveTimeout)
+	}
+	relay.Stall()
+	time.Sleep(stall)
+	relay.Restore()
+	if err := g.Apply(ctx, pullWork("cluster1", "before", "v2")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "applied after the stall", func() error { return appliedAt(g, "cluster1", "before", 2) })
+	if n := relay.Accepted(); n != connections {
+		t.Fatalf("the transport connected %d times more after a %s stall; want it to keep its connections", n-connections, stall)
+	}
+}
