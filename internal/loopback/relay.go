@@ -30,8 +30,8 @@ type Relay struct {
 	partitioned bool
 	// stalled is closed when a stall ends; nil while there is none.
 	stalled chan struct{}
-	links       map[*link]struct{}
-	wg          sync.WaitGroup
+	links   map[*link]struct{}
+	wg      sync.WaitGroup
 }
 
 // link is one relayed connection: the client's and the one to the target (nil while partitioned).
