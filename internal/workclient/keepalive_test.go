@@ -50,19 +50,7 @@ func TestKeepAliveConfigFile(t *testing.T) {
 // work published after the partition is delivered, and its status reaches the transport.
 func TestPartitionedConnection(t *testing.T) {
 	ctx := context.Background()
-	s := startServer(t, "cluster1")
-	startAgent(t, s, "cluster1")
-	relay, err := loopback.StartRelay(s.SourceAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer relay.Close()
-	g, _ := startTransportAt(t, relay.Addr, s.HTTPAddr())
-	testutil.EventuallyWithin(t, 30*time.Second, "the works listed", func() error { return g.Ready(ctx) })
-	if err := g.Apply(ctx, pullWork("cluster1", "before", "v1")); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, "applied before the partition", func() error { return appliedAt(g, "cluster1", "before", 1) })
+	g, relay := startRelayedTransport(t)
 
 	relay.Partition()
 	time.Sleep(2 * time.Second)
@@ -83,19 +71,7 @@ func TestPartitionedConnection(t *testing.T) {
 // same connection as the first, is delivered.
 func TestStalledHubKeepsItsConnections(t *testing.T) {
 	ctx := context.Background()
-	s := startServer(t, "cluster1")
-	startAgent(t, s, "cluster1")
-	relay, err := loopback.StartRelay(s.SourceAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer relay.Close()
-	g, _ := startTransportAt(t, relay.Addr, s.HTTPAddr())
-	testutil.EventuallyWithin(t, 30*time.Second, "the works listed", func() error { return g.Ready(ctx) })
-	if err := g.Apply(ctx, pullWork("cluster1", "before", "v1")); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, "applied before the stall", func() error { return appliedAt(g, "cluster1", "before", 1) })
+	g, relay := startRelayedTransport(t)
 
 	connections := relay.Accepted()
 	const stall = 25 * time.Second
@@ -112,4 +88,26 @@ func TestStalledHubKeepsItsConnections(t *testing.T) {
 	if n := relay.Accepted(); n != connections {
 		t.Fatalf("the transport connected %d times more after a %s stall; want it to keep its connections", n-connections, stall)
 	}
+}
+
+// startRelayedTransport starts a server with an agent of cluster1, and the transport connected to it through a
+// relay, and waits until the work "before" (generation 1) is applied, so that a fault of the relay comes after
+// the transport's connections are in use. The relay closes when the test ends.
+func startRelayedTransport(t *testing.T) (*workclient.GRPC, *loopback.Relay) {
+	t.Helper()
+	ctx := context.Background()
+	s := startServer(t, "cluster1")
+	startAgent(t, s, "cluster1")
+	relay, err := loopback.StartRelay(s.SourceAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(relay.Close)
+	g, _ := startTransportAt(t, relay.Addr, s.HTTPAddr())
+	testutil.EventuallyWithin(t, 30*time.Second, "the works listed", func() error { return g.Ready(ctx) })
+	if err := g.Apply(ctx, pullWork("cluster1", "before", "v1")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "applied before the fault", func() error { return appliedAt(g, "cluster1", "before", 1) })
+	return g, relay
 }
