@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad regexp", []string{"--grpc-config=x", "--invalid-repo=("}, "--invalid-repo"},
 		{"jitter", []string{"--grpc-config=x", "--sync-jitter=2"}, "--sync-jitter"},
 		{"negative churn", []string{"--grpc-config=x", "--churn=-1"}, "--churn"},
+		{"gc percent", []string{"--grpc-config=x", "--gc-percent=0"}, "--gc-percent must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,11 +89,15 @@ func TestConfigAgentTokensOverTLS(t *testing.T) {
 	}
 }
 
-// TestRun runs `argocd-pull sim` as the command does, against argocd-pull server, and reads its metrics.
+// TestRun runs `argocd-pull sim` as the command does, against argocd-pull server, and reads its metrics; the
+// process runs with the garbage collector's percentage of --gc-percent.
 func TestRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
+	t.Setenv("GOGC", "")
+	before := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(before) })
 	s := startServer(t)
 	cfg := filepath.Join(t.TempDir(), "grpc.yaml")
 	if err := os.WriteFile(cfg, []byte("url: "+s.AgentAddr()+"\n"), 0o600); err != nil {
@@ -108,7 +114,7 @@ func TestRun(t *testing.T) {
 	fs := pflag.NewFlagSet("sim", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	if err := fs.Parse([]string{"--grpc-config=" + cfg, "--clusters=3", "--cluster-prefix=run-", "--cluster-start=7",
-		"--metrics-address=" + metrics, "--churn=1"}); err != nil {
+		"--metrics-address=" + metrics, "--churn=1", "--gc-percent=250"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Validate(); err != nil {
@@ -135,6 +141,9 @@ func TestRun(t *testing.T) {
 		}
 		return nil
 	})
+	if got := debug.SetGCPercent(250); got != 250 {
+		t.Errorf("the simulator runs with GOGC %d, want the 250 of --gc-percent", got)
+	}
 	cancel()
 	select {
 	case err := <-done:

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,9 +120,11 @@ func TestMarkdownStoppedRun(t *testing.T) {
 	}
 }
 
-// TestPSSTree: the proportional set size of a process tree is read, and its peak is the highest sum read.
+// TestPSSTree: the proportional set size of a process tree is read, and its peak is the highest sum read;
+// within the interval the sizes are not read again, the CPU seconds are.
 func TestPSSTree(t *testing.T) {
-	read := pssTree(os.Getpid())
+	read := pssTree(os.Getpid(), 0)
+	held := pssTree(os.Getpid(), time.Hour)
 	first, err := read()
 	if err != nil {
 		t.Fatal(err)
@@ -129,9 +132,17 @@ func TestPSSTree(t *testing.T) {
 	if first.RSSBytes <= 0 || first.PeakRSSBytes != first.RSSBytes {
 		t.Fatalf("first read %+v", first)
 	}
+	heldFirst, err := held()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ballast := make([]byte, 64<<20)
 	for i := range ballast {
 		ballast[i] = 1
+	}
+	// Half a second of CPU, which the held reader must see.
+	for start := time.Now(); time.Since(start) < 500*time.Millisecond; {
+		ballast[rand.IntN(len(ballast))]++
 	}
 	second, err := read()
 	if err != nil {
@@ -139,6 +150,16 @@ func TestPSSTree(t *testing.T) {
 	}
 	if second.PeakRSSBytes < first.RSSBytes+32<<20 || second.PeakRSSBytes < second.RSSBytes {
 		t.Fatalf("after 64 MiB more: %+v (first %+v)", second, first)
+	}
+	heldSecond, err := held()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if heldSecond.RSSBytes != heldFirst.RSSBytes || heldSecond.PeakRSSBytes != heldFirst.PeakRSSBytes {
+		t.Errorf("sizes read again within the interval: %+v, then %+v", heldFirst, heldSecond)
+	}
+	if heldSecond.CPUSeconds < heldFirst.CPUSeconds+0.2 {
+		t.Errorf("CPU seconds not read again within the interval: %.2f, then %.2f", heldFirst.CPUSeconds, heldSecond.CPUSeconds)
 	}
 	_ = ballast[len(ballast)-1]
 }

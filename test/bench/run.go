@@ -624,7 +624,7 @@ func processes(f *localfleet.System, s *simulator) map[string]func() (usage, err
 	}
 	if f.Transport == workclient.TransportGRPC {
 		ps["server"] = pidUsage(f.ServerPid())
-		ps["postgres"] = pssTree(f.Env.Postgres.Pid())
+		ps["postgres"] = pssTree(f.Env.Postgres.Pid(), postgresPSSInterval)
 	}
 	return ps
 }
