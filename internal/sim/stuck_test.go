@@ -19,9 +19,15 @@ import (
 // connection that failed right after a reconnect, its report dropped) gets a new client after
 // reconnect.StuckAfter and syncs what it is sent. The test holds the client's reconnect loop, as a busy machine
 // can, to force the race.
+//
+// Its sdk-go client reconnects in this process, and sdk-go v1.3.0 races with itself on reconnection
+// (docs/server.md): a -race build skips it, and `make test` runs it again without -race.
 func TestStuckClientRestarted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
+	}
+	if testutil.RaceEnabled {
+		t.Skip("sdk-go's client reconnects in this process; make test runs this test without -race")
 	}
 	ctx := context.Background()
 	o := servertest.Options(servertest.NewDatabase(t, postgres(t)))
