@@ -184,7 +184,7 @@ func TestCommandLine(t *testing.T) {
 // TestTreeUsageKeepsExitedChildren: a process tree's CPU seconds keep those of a child that has exited (a
 // PostgreSQL backend that closed), so they never go down.
 func TestTreeUsageKeepsExitedChildren(t *testing.T) {
-	before, err := treeUsage(os.Getpid())
+	before, err := treeUsage(os.Getpid(), descendants(os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestTreeUsageKeepsExitedChildren(t *testing.T) {
 	if spent < 0.1 {
 		t.Fatalf("the child spent %.2fs of CPU, too little to tell", spent)
 	}
-	after, err := treeUsage(os.Getpid())
+	after, err := treeUsage(os.Getpid(), descendants(os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,14 +60,9 @@ func processUsage(pid int) (usage, error) {
 	return u, nil
 }
 
-// treeUsage sums a process and its descendants (PostgreSQL's backends). Resident sets overlap in shared
-// memory, so the sum overstates memory; CPU seconds add up exactly.
-func treeUsage(root int) (usage, error) {
-	return sumUsage(root, descendants(root))
-}
-
-// sumUsage is treeUsage with the descendants already listed.
-func sumUsage(root int, children []int) (usage, error) {
+// treeUsage sums a process and its descendants (PostgreSQL's backends, as descendants lists them). Resident
+// sets overlap in shared memory, so the sum overstates memory; CPU seconds add up exactly.
+func treeUsage(root int, children []int) (usage, error) {
 	total, err := processUsage(root)
 	if err != nil {
 		return total, err
@@ -101,7 +96,7 @@ func pssTree(root int, interval time.Duration) func() (usage, error) {
 	var readAt time.Time
 	return func() (usage, error) {
 		children := descendants(root)
-		u, err := sumUsage(root, children)
+		u, err := treeUsage(root, children)
 		if err != nil {
 			return u, err
 		}
