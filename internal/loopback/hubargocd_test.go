@@ -2,6 +2,7 @@ package loopback
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -91,12 +92,13 @@ func TestHubArgoCD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	login, err := browser.DOM(ctx, argo.URL+"/login", 20*time.Second)
+	login, err := browser.Open(ctx, argo.URL+"/login", 1440, 900)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(login, `name="username"`) || !strings.Contains(login, `name="password"`) {
-		t.Fatalf("the login page drew no login form:\n%s", login)
+	defer login.Close()
+	if dom, err := login.WaitDOM(ctx, 3*time.Minute, domContains(`name="username"`, `name="password"`)); err != nil {
+		t.Fatalf("the login page drew no login form: %v\n%.2000s", err, dom)
 	}
 	// A browser that is logged in: a loopback proxy adds the session cookie the UI would have set.
 	target, err := url.Parse(argo.URL)
@@ -111,21 +113,19 @@ func TestHubArgoCD(t *testing.T) {
 	}
 	session := httptest.NewServer(proxy)
 	defer session.Close()
-	// The page loads a 5 MB script bundle: a loaded machine may need more than one wall-clock budget.
-	for deadline := time.Now().Add(3 * time.Minute); ; {
-		list, err := browser.DOM(ctx, session.URL+"/applications", 25*time.Second)
-		if err == nil && strings.Contains(list, "guestbook-cluster1") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the applications page does not show the Application: %v\n%.2000s", err, list)
-		}
+	list, err := browser.Open(ctx, session.URL+"/applications", 1440, 900)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer list.Close()
+	if dom, err := list.WaitDOM(ctx, 3*time.Minute, domContains("guestbook-cluster1")); err != nil {
+		t.Fatalf("the applications page does not show the Application: %v\n%.2000s", err, dom)
 	}
 	png := filepath.Join(env.Dir, "applications.png")
 	if path := os.Getenv(screenshotEnv); path != "" {
 		png = path
 	}
-	if err := browser.Screenshot(ctx, session.URL+"/applications", png, 1440, 900, 20*time.Second); err != nil {
+	if err := list.Screenshot(ctx, png); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot of the applications page: %s", png)
@@ -154,4 +154,16 @@ func get(ctx context.Context, t *testing.T, u, token string) string {
 		t.Fatalf("GET %s: %s\n%s", u, resp.Status, body)
 	}
 	return string(body)
+}
+
+// domContains accepts a document that contains every one of want.
+func domContains(want ...string) func(dom string) error {
+	return func(dom string) error {
+		for _, w := range want {
+			if !strings.Contains(dom, w) {
+				return fmt.Errorf("the page lacks %q", w)
+			}
+		}
+		return nil
+	}
 }

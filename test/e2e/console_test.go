@@ -275,12 +275,9 @@ func checkTreeInBrowser(ctx context.Context, t *testing.T, f *localfleet.System,
 	}
 	session := httptest.NewServer(proxy)
 	defer session.Close()
-	page := session.URL + "/applications/" + localfleet.ArgoCDNamespace + "/" + consoleApp + "?view=tree"
-	testutil.EventuallyWithin(t, 3*time.Minute, "the web UI's tree with the Pod", func() error {
-		dom, err := browser.DOM(ctx, page, 25*time.Second)
-		if err != nil {
-			return err
-		}
+	page := must[*loopback.Page](t)(browser.Open(ctx, session.URL+"/applications/"+localfleet.ArgoCDNamespace+"/"+consoleApp+"?view=tree", 1800, 900))
+	defer page.Close()
+	_, err := page.WaitDOM(ctx, 3*time.Minute, func(dom string) error {
 		for _, want := range []string{"application-resource-tree", pod, "guestbook-ui"} {
 			if !strings.Contains(dom, want) {
 				return fmt.Errorf("the page lacks %q", want)
@@ -288,6 +285,9 @@ func checkTreeInBrowser(ctx context.Context, t *testing.T, f *localfleet.System,
 		}
 		return nil
 	})
+	if err != nil {
+		t.Fatalf("the web UI's tree with the Pod: %v", err)
+	}
 	png := os.Getenv(consoleScreenshotEnv)
 	if png == "" {
 		root := must[string](t)(loopback.ModuleRoot())
@@ -296,7 +296,7 @@ func checkTreeInBrowser(ctx context.Context, t *testing.T, f *localfleet.System,
 	if err := os.MkdirAll(filepath.Dir(png), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if err := browser.Screenshot(ctx, page, png, 1800, 900, 25*time.Second); err != nil {
+	if err := page.Screenshot(ctx, png); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot of the pulled Application's tree: %s", png)
