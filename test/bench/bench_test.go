@@ -100,14 +100,14 @@ func TestSmallBenchmark(t *testing.T) {
 // TestMarkdownStoppedRun checks that a run stopped before the end says so and shows no end-to-end time.
 func TestMarkdownStoppedRun(t *testing.T) {
 	done := &Result{Scenario: Scenario{Clusters: 3, AppSets: 2, Transport: "kube"}, Floor: 10 * time.Second, Synced: 25 * time.Second}
-	stopped := &Result{Scenario: Scenario{Clusters: 3, AppSets: 2, Transport: "grpc"}, Floor: 10 * time.Second,
+	stopped := &Result{Scenario: Scenario{Clusters: 3, AppSets: 2, Transport: "grpc", Concurrency: 64, Creators: 16}, Floor: 10 * time.Second,
 		CreateTime: 4 * time.Second, Stopped: "3×2 grpc: context canceled"}
 	table := markdown([]*Result{done, stopped}, "make bench", "test machine")
 	for _, want := range []string{
 		"| stopped before the end | no | 3×2 grpc: context canceled |",
 		"| every hub Application Synced/Healthy | 25s | – |",
 		"| ratio to the floor | 2.50× | – |",
-		"| Applications created (64 clients) | – | 4s |",
+		"| Applications created | – | 4s (16 clients) |",
 		"| at rest: status events / min | 0 | – |",
 		"| orphaned works | – | – |",
 	} {

@@ -77,6 +77,7 @@ func main() {
 	flag.StringVar(&o.workDir, "work-dir", "", "Directory for the fleets' state and logs (a temporary one when empty)")
 	flag.BoolVar(&o.keep, "keep", false, "Keep the work directory")
 	flag.IntVar(&o.base.Concurrency, "concurrency", o.base.Concurrency, "Concurrent clients (Application creates) and controller workers")
+	flag.IntVar(&o.base.Creators, "creators", 0, "Concurrent clients that create the Applications, in the floor and the fleet (default -concurrency)")
 	flag.Func("qps", "Client QPS of the controller and of the floor (default 1000)", func(v string) error {
 		f, err := strconv.ParseFloat(v, 32)
 		o.base.QPS = float32(f)

@@ -54,7 +54,12 @@ func markdown(results []*Result, command, machine string) string {
 		}
 		return mib(r.FloorAPIServerPeakRSS)
 	})
-	row("Applications created (64 clients)", func(r *Result) string { return dur(r.CreateTime) })
+	row("Applications created", func(r *Result) string {
+		if r.CreateTime == 0 {
+			return dur(r.CreateTime)
+		}
+		return fmt.Sprintf("%s (%d clients)", dur(r.CreateTime), r.Scenario.creators())
+	})
 	row("every work delivered", func(r *Result) string { return dur(r.Delivered) })
 	row("every hub Application Synced/Healthy", func(r *Result) string { return dur(r.Synced) })
 	row("hub writes that trail the rollout (reports) ended", func(r *Result) string { return dur(r.Settled) })

@@ -28,9 +28,11 @@ type Scenario struct {
 	AppSets   int
 	// Concurrency, QPS and Burst are the client settings of both the controller and the floor.
 	Concurrency int
-	QPS         float32
-	Burst       int
-	SyncDelay   time.Duration
+	// Creators is how many clients create the Applications, in the floor and the fleet (Concurrency when 0).
+	Creators  int
+	QPS       float32
+	Burst     int
+	SyncDelay time.Duration
 	// Settle is how long the hub must take no writes (lease renewals aside), once every Application is
 	// Synced and Healthy, before the fleet counts as at rest: the reports' last writes trail the rollout.
 	Settle time.Duration
@@ -228,6 +230,14 @@ func (sc Scenario) profiler(f *localfleet.System, ports map[string]int) (*profil
 // holds.
 const noWatchCacheCompaction = time.Hour
 
+// creators is how many clients create the Applications.
+func (sc Scenario) creators() int {
+	if sc.Creators > 0 {
+		return sc.Creators
+	}
+	return sc.Concurrency
+}
+
 // hubAPIServerArgs are the hub apiserver's extra flags, the same for the floor and the fleet.
 func (sc Scenario) hubAPIServerArgs() []string {
 	args := append([]string{}, sc.HubAPIServerArgs...)
@@ -270,7 +280,7 @@ func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) 
 		prof.add("kube-apiserver", hub, floorEnv.Hub.Config().Host+"/debug/pprof/")
 	}
 	stopProfiling := prof.cpu(ctx, "floor")
-	res.Floor, err = measureFloor(ctx, floorEnv.Hub.Config(), clusters, sc.AppSets, sc.Concurrency, sc.QPS, sc.Burst)
+	res.Floor, err = measureFloor(ctx, floorEnv.Hub.Config(), clusters, sc.AppSets, sc.creators(), sc.QPS, sc.Burst)
 	if err != nil {
 		stopProfiling()
 		return err
@@ -342,7 +352,7 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	stopProfiling := prof.cpu(ctx, "sync")
 	total := res.Applications
 	sc.Log("creating %d Applications for %d ApplicationSets over %d clusters", total, sc.AppSets, sc.Clusters)
-	err = forEach(ctx, total, sc.Concurrency, func(ctx context.Context, i int) error {
+	err = forEach(ctx, total, sc.creators(), func(ctx context.Context, i int) error {
 		return c.Create(ctx, pullApplication(sets[i%sc.AppSets], clusters[i/sc.AppSets]))
 	})
 	if err != nil {
