@@ -176,6 +176,18 @@ func (p *Page) WaitDOM(ctx context.Context, timeout time.Duration, ready func(do
 	}
 }
 
+// DOMContains is a WaitDOM check that accepts a document containing every one of want.
+func DOMContains(want ...string) func(dom string) error {
+	return func(dom string) error {
+		for _, w := range want {
+			if !strings.Contains(dom, w) {
+				return fmt.Errorf("the page lacks %q", w)
+			}
+		}
+		return nil
+	}
+}
+
 // Screenshot writes a PNG of the page's window to png.
 func (p *Page) Screenshot(ctx context.Context, png string) error {
 	var shot struct {

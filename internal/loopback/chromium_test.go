@@ -48,11 +48,11 @@ fetch("/api/tree").then(r => r.text()).then(t => { document.getElementById("tree
 	if strings.Contains(first, "guestbook-ui-pod") {
 		t.Fatalf("the answer is in the document before it was sent:\n%s", first)
 	}
-	dom, err := page.WaitDOM(ctx, time.Minute, domContains("guestbook-ui-pod"))
+	dom, err := page.WaitDOM(ctx, time.Minute, DOMContains("guestbook-ui-pod"))
 	if err != nil {
 		t.Fatalf("%v:\n%s", err, dom)
 	}
-	if _, err := page.WaitDOM(ctx, time.Second, domContains("never shown")); err == nil || !strings.Contains(err.Error(), `"never shown"`) {
+	if _, err := page.WaitDOM(ctx, time.Second, DOMContains("never shown")); err == nil || !strings.Contains(err.Error(), `"never shown"`) {
 		t.Errorf("waiting for what the page never shows: %v", err)
 	}
 

@@ -2,7 +2,6 @@ package loopback
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -97,7 +96,7 @@ func TestHubArgoCD(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer login.Close()
-	if dom, err := login.WaitDOM(ctx, 3*time.Minute, domContains(`name="username"`, `name="password"`)); err != nil {
+	if dom, err := login.WaitDOM(ctx, 3*time.Minute, DOMContains(`name="username"`, `name="password"`)); err != nil {
 		t.Fatalf("the login page drew no login form: %v\n%.2000s", err, dom)
 	}
 	// A browser that is logged in: a loopback proxy adds the session cookie the UI would have set.
@@ -118,7 +117,7 @@ func TestHubArgoCD(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer list.Close()
-	if dom, err := list.WaitDOM(ctx, 3*time.Minute, domContains("guestbook-cluster1")); err != nil {
+	if dom, err := list.WaitDOM(ctx, 3*time.Minute, DOMContains("guestbook-cluster1")); err != nil {
 		t.Fatalf("the applications page does not show the Application: %v\n%.2000s", err, dom)
 	}
 	png := filepath.Join(env.Dir, "applications.png")
@@ -154,16 +153,4 @@ func get(ctx context.Context, t *testing.T, u, token string) string {
 		t.Fatalf("GET %s: %s\n%s", u, resp.Status, body)
 	}
 	return string(body)
-}
-
-// domContains accepts a document that contains every one of want.
-func domContains(want ...string) func(dom string) error {
-	return func(dom string) error {
-		for _, w := range want {
-			if !strings.Contains(dom, w) {
-				return fmt.Errorf("the page lacks %q", w)
-			}
-		}
-		return nil
-	}
 }

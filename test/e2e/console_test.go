@@ -277,15 +277,7 @@ func checkTreeInBrowser(ctx context.Context, t *testing.T, f *localfleet.System,
 	defer session.Close()
 	page := must[*loopback.Page](t)(browser.Open(ctx, session.URL+"/applications/"+localfleet.ArgoCDNamespace+"/"+consoleApp+"?view=tree", 1800, 900))
 	defer page.Close()
-	_, err := page.WaitDOM(ctx, 3*time.Minute, func(dom string) error {
-		for _, want := range []string{"application-resource-tree", pod, "guestbook-ui"} {
-			if !strings.Contains(dom, want) {
-				return fmt.Errorf("the page lacks %q", want)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if _, err := page.WaitDOM(ctx, 3*time.Minute, loopback.DOMContains("application-resource-tree", pod, "guestbook-ui")); err != nil {
 		t.Fatalf("the web UI's tree with the Pod: %v", err)
 	}
 	png := os.Getenv(consoleScreenshotEnv)
