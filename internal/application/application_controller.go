@@ -34,6 +34,7 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/reconcilequeue"
 	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
@@ -112,7 +113,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Watches(&clusterv1beta1.PlacementDecision{}, r.placementDecisionHandler()).
 		Watches(argocd.NewAppProject(), handler.EnqueueRequestsFromMapFunc(r.projectToApplications)).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToApplications), builder.WithPredicates(clusterLabelsChanged())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1), CacheSyncTimeout: syncTimeout}).
+		WithOptions(reconcilequeue.Options(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1), CacheSyncTimeout: syncTimeout})).
 		Complete(r)
 }
 

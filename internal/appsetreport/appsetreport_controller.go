@@ -30,6 +30,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/api/v1alpha1"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/reconcilequeue"
 )
 
 const (
@@ -135,7 +136,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Watches(&argocd.Application{}, r.applicationHandler(), builder.WithPredicates(reportChanged())).
 		Watches(newAppSetMetadata(), r.selfHandler(), builder.OnlyMetadata, builder.WithPredicates(appSetChanged())).
 		Watches(&v1alpha1.MulticlusterApplicationSetReport{}, r.selfHandler()).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1)}).
+		WithOptions(reconcilequeue.Options(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1)})).
 		Complete(r)
 }
 
