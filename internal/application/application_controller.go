@@ -103,6 +103,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return err
 	}
 	r.apps = apps
+	queue, err := reconcilequeue.Options(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1), CacheSyncTimeout: syncTimeout})
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("application").
 		For(&argocd.Application{}, builder.WithPredicates(r.applicationChanged())).
@@ -113,7 +117,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Watches(&clusterv1beta1.PlacementDecision{}, r.placementDecisionHandler()).
 		Watches(argocd.NewAppProject(), handler.EnqueueRequestsFromMapFunc(r.projectToApplications)).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToApplications), builder.WithPredicates(clusterLabelsChanged())).
-		WithOptions(reconcilequeue.Options(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1), CacheSyncTimeout: syncTimeout})).
+		WithOptions(queue).
 		Complete(r)
 }
 

@@ -131,12 +131,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return fmt.Errorf("index applications by applicationset: %w", err)
 	}
 	r.apps = apps
+	queue, err := reconcilequeue.Options(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1)})
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		Watches(&argocd.Application{}, r.applicationHandler(), builder.WithPredicates(reportChanged())).
 		Watches(newAppSetMetadata(), r.selfHandler(), builder.OnlyMetadata, builder.WithPredicates(appSetChanged())).
 		Watches(&v1alpha1.MulticlusterApplicationSetReport{}, r.selfHandler()).
-		WithOptions(reconcilequeue.Options(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1)})).
+		WithOptions(queue).
 		Complete(r)
 }
 

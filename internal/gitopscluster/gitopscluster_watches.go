@@ -101,6 +101,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := indexFields(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	queue, err := reconcilequeue.Options(controller.Options{})
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.GitOpsCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -113,7 +117,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToGitOpsClusters)).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.managedClusterToGitOpsClusters),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		WithOptions(reconcilequeue.Options(controller.Options{})).
+		WithOptions(queue).
 		Complete(r)
 }
 

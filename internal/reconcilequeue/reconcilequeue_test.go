@@ -26,12 +26,15 @@ func TestControllerStopsWhileItemsAreReady(t *testing.T) {
 		requeue := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 			return reconcile.Result{}, fmt.Errorf("again")
 		})
-		opts := reconcilequeue.Options(controller.Options{
+		opts, err := reconcilequeue.Options(controller.Options{
 			Reconciler:              requeue,
 			MaxConcurrentReconciles: 20,
 			SkipNameValidation:      ptr.To(true),
 			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](0, 0),
 		})
+		if err != nil {
+			t.Fatal(err)
+		}
 		c, err := controller.NewUnmanaged("stop", opts)
 		if err != nil {
 			t.Fatal(err)
