@@ -44,7 +44,8 @@ type expectation struct {
 
 func startTracker(ctx context.Context, cfg *rest.Config) (*tracker, error) {
 	t := &tracker{apps: map[string]appView{}, pending: map[string]expectation{}, stop: make(chan struct{})}
-	inf, err := testutil.ApplicationInformer(cfg, hubmanager.Scheme(), labels.Everything())
+	// On a connection of its own: on the creating clients' one it would see the statuses late (hubmanager.OwnConnection).
+	inf, err := testutil.ApplicationInformer(hubmanager.OwnConnection(cfg), hubmanager.Scheme(), labels.Everything())
 	if err != nil {
 		return nil, err
 	}
