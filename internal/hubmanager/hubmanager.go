@@ -280,7 +280,7 @@ func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 }
 
 // OwnConnection returns a copy of cfg whose clients do not share a connection with the clients of cfg.
-// client-go gives every client of the same server and credentials one cached transport, so a process talks to
+// client-go gives every client of the same server and TLS settings one cached transport, so a process talks to
 // the apiserver over one HTTP/2 connection, and the apiserver writes each connection's frames one at a time
 // from a single goroutine. A watch that shares it with dozens of concurrent writes gets a small part of it
 // when the apiserver's CPU is saturated: at 15,000 Applications the controller read its watch of Applications at
