@@ -67,6 +67,11 @@ func TestSmallBenchmark(t *testing.T) {
 			t.Errorf("%s: CPU until Synced %v, Application size %d (floor %d), floor apiserver peak RSS %d, delete requests %v",
 				tr, r.SyncedProcessCPU, r.AppBytes, r.FloorAppBytes, r.FloorAPIServerPeakRSS, r.DeleteRequests)
 		}
+		// The delete floor deletes each Application and takes its finalizer off: one DELETE and one PATCH each.
+		if r.DeleteFloor <= 0 || r.DeleteRatio() <= 0 || r.DeleteFloorRequests["DELETE applications"] != n ||
+			r.DeleteFloorRequests["PATCH applications"] != n || r.DeleteFloorProcessCPU["kube-apiserver"] <= 0 {
+			t.Errorf("%s: delete floor %s, requests %v, CPU %v", tr, r.DeleteFloor, r.DeleteFloorRequests, r.DeleteFloorProcessCPU)
+		}
 		// The queue exists once the controller has started, after its caches synced: the last sample reads it.
 		if len(r.Timeline) == 0 || r.Timeline[len(r.Timeline)-1].ControllerQueue < 0 {
 			t.Errorf("%s: the controller's work queue was not read by the end of the timeline (%d samples)", tr, len(r.Timeline))
@@ -90,7 +95,7 @@ func TestSmallBenchmark(t *testing.T) {
 		t.Fatalf("results do not encode: %v", err)
 	}
 	table := markdown(results, "test", loopback.Machine())
-	for _, want := range []string{"20 × 10, grpc", "20 × 10, kube", "ratio to the floor", "controller: peak RSS"} {
+	for _, want := range []string{"20 × 10, grpc", "20 × 10, kube", "ratio to the floor", "controller: peak RSS", "delete: ratio to the delete floor"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}

@@ -302,6 +302,17 @@ func floorStatus(app *unstructured.Unstructured, cluster string, now time.Time) 
 	return nil, fmt.Errorf("the work of application %s has no Application manifest", app.GetName())
 }
 
+// floorApplication is the i-th of the floor's Applications: the fleet's, with its resources finalizer, less
+// the owner reference to an ApplicationSet the floor's apiserver does not have.
+func floorApplication(clusters []string, sets, i int) *unstructured.Unstructured {
+	set := &unstructured.Unstructured{}
+	set.SetNamespace("default")
+	set.SetName(appSetName(i % sets))
+	app := pullApplication(set, clusters[i/sets])
+	app.SetOwnerReferences(nil)
+	return app
+}
+
 // measureFloor is the least the hub apiserver needs for the scenario: create the Applications and write each
 // status once, with the same client settings. It runs on an apiserver of its own, which is thrown away after.
 func measureFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets, concurrency int, qps float32, burst int) (time.Duration, error) {
@@ -312,10 +323,7 @@ func measureFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets
 	n := len(clusters) * sets
 	start := time.Now()
 	err = forEach(ctx, n, concurrency, func(ctx context.Context, i int) error {
-		set := &unstructured.Unstructured{}
-		set.SetNamespace("default")
-		set.SetName(appSetName(i % sets))
-		app := pullApplication(set, clusters[i/sets])
+		app := floorApplication(clusters, sets, i)
 		st, err := floorStatus(app, clusters[i/sets], time.Now())
 		if err != nil {
 			return err
@@ -324,8 +332,6 @@ func measureFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets
 		if err != nil {
 			return err
 		}
-		app.SetOwnerReferences(nil)
-		app.SetFinalizers(nil)
 		if err := c.Create(ctx, app); err != nil {
 			return err
 		}
@@ -336,4 +342,36 @@ func measureFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets
 		return 0, fmt.Errorf("floor: %w", err)
 	}
 	return elapsed, nil
+}
+
+// measureDeleteFloor is the least the hub apiserver needs to delete the floor's Applications: delete each one
+// and, its resources finalizer holding it, take the finalizer off, answered with the metadata alone as the
+// controller's is. The fleet does that much and more: there the garbage collector reads each Application before
+// it deletes it, and the controller takes the finalizer off once the Application's work is gone.
+func measureDeleteFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets, concurrency int, qps float32, burst int) (time.Duration, error) {
+	c, err := clientFor(cfg, qps, burst)
+	if err != nil {
+		return 0, err
+	}
+	release := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+	start := time.Now()
+	err = forEach(ctx, len(clusters)*sets, concurrency, func(ctx context.Context, i int) error {
+		app := floorApplication(clusters, sets, i)
+		if err := c.Delete(ctx, app); err != nil {
+			return err
+		}
+		return c.Patch(ctx, metadataOf(app), release)
+	})
+	elapsed := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("delete floor: %w", err)
+	}
+	return elapsed, nil
+}
+
+// metadataOf is an Application's name as a PartialObjectMetadata: a write into it is answered with the
+// Application's metadata alone.
+func metadataOf(app *unstructured.Unstructured) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: app.GetAPIVersion(), Kind: app.GetKind()},
+		ObjectMeta: metav1.ObjectMeta{Namespace: app.GetNamespace(), Name: app.GetName()}}
 }

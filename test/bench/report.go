@@ -145,21 +145,39 @@ func markdown(results []*Result, command, machine string) string {
 	})
 	row("delete: no work left", func(r *Result) string { return dur(r.DeleteWorks) })
 	row("delete: no Application anywhere", func(r *Result) string { return dur(r.DeleteApps) })
+	row("delete floor: delete + finalizer off per Application", func(r *Result) string { return dur(r.DeleteFloor) })
+	row("delete: ratio to the delete floor", func(r *Result) string {
+		if r.DeleteRatio() == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", r.DeleteRatio())
+	})
+	row("hub-side CPU ms per deleted Application: fleet / delete floor", func(r *Result) string {
+		fleet, floor := hubSide(r.DeleteProcessCPU), hubSide(r.DeleteFloorProcessCPU)
+		if r.DeleteApps == 0 || fleet == 0 || floor == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f / %.1f (%.2f×)", 1000*perApp(fleet, r), 1000*perApp(floor, r), fleet/floor)
+	})
 	for _, p := range cpuProcessNames(results) {
-		row("  CPU ms per deleted Application: "+p, func(r *Result) string {
+		row("  CPU ms per deleted Application: "+p+" (fleet / delete floor)", func(r *Result) string {
 			v, ok := r.DeleteProcessCPU[p]
 			if !ok || r.DeleteApps == 0 {
 				return "–"
 			}
-			return fmt.Sprintf("%.1f", 1000*perApp(v, r))
+			floor := "–"
+			if f, ok := r.DeleteFloorProcessCPU[p]; ok {
+				floor = fmt.Sprintf("%.1f", 1000*perApp(f, r))
+			}
+			return fmt.Sprintf("%.1f / %s", 1000*perApp(v, r), floor)
 		})
 	}
 	for _, k := range deleteRequestKinds(results) {
-		row("hub requests per deleted Application: "+k, func(r *Result) string {
+		row("hub requests per deleted Application: "+k+" (fleet / delete floor)", func(r *Result) string {
 			if r.DeleteRequests == nil {
 				return "–"
 			}
-			return fmt.Sprintf("%.2f", perApp(r.DeleteRequests[k], r))
+			return fmt.Sprintf("%.2f / %.2f", perApp(r.DeleteRequests[k], r), perApp(r.DeleteFloorRequests[k], r))
 		})
 	}
 	row("hub apiserver: watches of Applications closed as too slow / LIST pages of Applications, in the delete", func(r *Result) string {
@@ -195,33 +213,25 @@ func markdown(results []*Result, command, machine string) string {
 // Applications. (Argo CD's Application has no status subresource: its status is written with PATCH
 // applications.)
 func requestKinds(results []*Result) []string {
+	return kindsOf(results, func(r *Result) []requestCounts { return []requestCounts{r.SyncedRequests, r.FloorRequests} })
+}
+
+// deleteRequestKinds are the "verb resource" request counts of the delete and its floor, as requestKinds.
+func deleteRequestKinds(results []*Result) []string {
+	return kindsOf(results, func(r *Result) []requestCounts { return []requestCounts{r.DeleteRequests, r.DeleteFloorRequests} })
+}
+
+// kindsOf are the "verb resource" keys, watches left out, that come to at least one per 100 Applications in
+// any of the counts of any result.
+func kindsOf(results []*Result, counts func(*Result) []requestCounts) []string {
 	seen := map[string]bool{}
 	for _, r := range results {
-		for _, counts := range []requestCounts{r.SyncedRequests, r.FloorRequests} {
-			for k, v := range counts {
+		for _, c := range counts(r) {
+			for k, v := range c {
 				verb, _, ok := strings.Cut(k, " ")
 				if ok && !strings.HasPrefix(verb, "WATCH") && v*100 >= float64(r.Applications) {
 					seen[k] = true
 				}
-			}
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for k := range seen {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// deleteRequestKinds are the "verb resource" request counts of the delete, as requestKinds.
-func deleteRequestKinds(results []*Result) []string {
-	seen := map[string]bool{}
-	for _, r := range results {
-		for k, v := range r.DeleteRequests {
-			verb, _, ok := strings.Cut(k, " ")
-			if ok && !strings.HasPrefix(verb, "WATCH") && v*100 >= float64(r.Applications) {
-				seen[k] = true
 			}
 		}
 	}

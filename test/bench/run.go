@@ -98,9 +98,15 @@ type Result struct {
 	// from the delete of the ApplicationSets until nothing was left.
 	DeleteRequests   requestCounts
 	DeleteProcessCPU map[string]float64
-	Orphans          int
-	Requests         requestCounts
-	Usage            map[string]usage
+	// DeleteFloor is the least the hub apiserver needs to delete the Applications (measureDeleteFloor), on the
+	// floor's apiserver; DeleteFloorRequests and DeleteFloorProcessCPU are its requests and its CPU seconds by
+	// process (apiserver and etcd).
+	DeleteFloor           time.Duration
+	DeleteFloorRequests   requestCounts
+	DeleteFloorProcessCPU map[string]float64
+	Orphans               int
+	Requests              requestCounts
+	Usage                 map[string]usage
 	// FloorCPU and FloorRequests are what the floor cost the hub (apiserver and etcd); SyncedCPU and
 	// SyncedRequests what the fleet's hub-side processes (the simulator excluded) spent from the first create
 	// until every Application was Synced and Healthy: the same work, so per Application they compare.
@@ -142,6 +148,14 @@ func (r *Result) Ratio() float64 {
 		return 0
 	}
 	return r.Synced.Seconds() / r.Floor.Seconds()
+}
+
+// DeleteRatio is the time to delete every Application over the delete floor's (0 when either is missing).
+func (r *Result) DeleteRatio() float64 {
+	if r.DeleteFloor == 0 || r.DeleteApps == 0 {
+		return 0
+	}
+	return r.DeleteApps.Seconds() / r.DeleteFloor.Seconds()
 }
 
 // run runs a scenario: floor first, on a fresh apiserver, then the fleet.
@@ -299,6 +313,22 @@ func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) 
 	}
 	res.FloorRequests = end.sub(startRequests)
 	sc.Log("floor: %s, %.1f CPU s", res.Floor.Round(time.Millisecond), res.FloorCPU)
+
+	sc.Log("delete floor: deleting the %d Applications and taking their finalizer off", res.Applications)
+	startUsage = usageOf(procs)
+	stopProfiling = prof.cpu(ctx, "delete-floor")
+	res.DeleteFloor, err = measureDeleteFloor(ctx, floorEnv.Hub.Config(), clusters, sc.AppSets, sc.Concurrency, sc.QPS, sc.Burst)
+	stopProfiling()
+	if err != nil {
+		return err
+	}
+	res.DeleteFloorProcessCPU = processCPU(usageOf(procs), startUsage)
+	deleted, err := hubRequests(ctx, floorEnv.Hub.Config())
+	if err != nil {
+		return err
+	}
+	res.DeleteFloorRequests = deleted.sub(end)
+	sc.Log("delete floor: %s", res.DeleteFloor.Round(time.Millisecond))
 	return nil
 }
 
@@ -642,10 +672,15 @@ func processes(f *localfleet.System, s *simulator) map[string]func() (usage, err
 // hubSideCPU is the CPU seconds the hub-side processes spent between two readings; the simulator and the
 // benchmark are not the hub's.
 func hubSideCPU(now, start map[string]usage) float64 {
+	return hubSide(processCPU(now, start))
+}
+
+// hubSide sums the CPU seconds of the hub-side processes, the simulator and the benchmark left out.
+func hubSide(cpu map[string]float64) float64 {
 	var total float64
-	for name, u := range now {
+	for name, v := range cpu {
 		if name != simulatorProcess && name != benchmarkProcess {
-			total += u.CPUSeconds - start[name].CPUSeconds
+			total += v
 		}
 	}
 	return total
