@@ -1,9 +1,10 @@
 // Command bench is `make bench`: it runs the 150,000-Application benchmark on this machine. For each scale it
-// measures the floor (the hub apiserver creating the Applications and writing each status once), then runs a
-// fleet — the hub apiserver and etcd, PostgreSQL and argocd-pull server in the Maestro mode, the hub
-// controller, and argocd-pull's fleet simulator in a process of its own — creates the Applications as the
-// ApplicationSet controller would, and measures delivery, status on the hub, the fleet at rest, status latency
-// under churn, deletion, requests, CPU and memory. It writes a markdown table, JSON and PNG plots.
+// measures the floor (the hub apiserver creating the Applications and writing each status once) and the delete
+// floor (deleting them and taking their finalizer off), then runs a fleet — the hub apiserver and etcd,
+// PostgreSQL and argocd-pull server in the Maestro mode, the hub controller, and argocd-pull's fleet simulator
+// in a process of its own — creates the Applications as the ApplicationSet controller would, and measures
+// delivery, status on the hub, the fleet at rest, status latency under churn, deletion, requests, CPU and
+// memory. It writes a markdown table, JSON and PNG plots.
 package main
 
 import (

@@ -265,7 +265,7 @@ func (sc Scenario) hubAPIServerArgs() []string {
 	return args
 }
 
-// runFloor measures the floor on a fresh hub apiserver.
+// runFloor measures the floor on a fresh hub apiserver, then the delete floor on the same one.
 func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) error {
 	sc.Log("floor: creating %d Applications and writing each status once on a fresh hub apiserver", res.Applications)
 	floorEnv, err := loopback.Start(ctx, loopback.Options{Dir: filepath.Join(sc.Dir, "floor"), HubAPIServerArgs: sc.hubAPIServerArgs()})
