@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -505,7 +510,8 @@ func TestRefreshStormAndHydrate(t *testing.T) {
 func TestDelete(t *testing.T) {
 	c := hubClient(t)
 	ns, cluster := setup(t, c)
-	startController(t)
+	cfg, patches := recordPatches(env.Hub.Config())
+	startControllerOn(t, cfg)
 
 	createApp(t, c, newApp(ns, "gone", cluster))
 	testutil.Eventually(t, "work created and finalizer set", func() error {
@@ -530,7 +536,55 @@ func TestDelete(t *testing.T) {
 		}
 		return nil
 	})
+	// The write that takes the last finalizer off deletes the Application; it takes the status off too, so
+	// that the apiserver does not validate and track the fields of a status it is about to delete.
+	last := patches.last("/namespaces/" + ns + "/applications/gone")
+	if !strings.Contains(last, `"finalizers":[]`) || !strings.Contains(last, `"status":null`) {
+		t.Errorf("the last PATCH of the deleted Application = %s, want its finalizers and its status off", last)
+	}
 }
+
+// patchRecorder keeps the bodies of the PATCH requests a client sends, by path.
+type patchRecorder struct {
+	mu     sync.Mutex
+	bodies map[string][]string
+}
+
+// recordPatches returns a copy of cfg whose clients' PATCH bodies the returned recorder keeps.
+func recordPatches(cfg *rest.Config) (*rest.Config, *patchRecorder) {
+	r := &patchRecorder{bodies: map[string][]string{}}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodPatch && req.GetBody != nil {
+				if body, err := req.GetBody(); err == nil {
+					data, _ := io.ReadAll(body)
+					r.mu.Lock()
+					r.bodies[req.URL.Path] = append(r.bodies[req.URL.Path], string(data))
+					r.mu.Unlock()
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	return cfg, r
+}
+
+// last returns the last PATCH body sent to a path ending in suffix.
+func (r *patchRecorder) last(suffix string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for path, bodies := range r.bodies {
+		if strings.HasSuffix(path, suffix) && len(bodies) > 0 {
+			return bodies[len(bodies)-1]
+		}
+	}
+	return ""
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // TestAdoptsExistingWork: a work the earlier OCM pull controllers wrote for an Application is taken over under
 // its own name, updated in place, not duplicated: open-cluster-management-io/argocd-pull-integration's (the pull
@@ -607,6 +661,9 @@ func TestDeleteReleasesArgoCDFinalizers(t *testing.T) {
 	app.SetFinalizers([]string{argocd.ResourcesFinalizer, "example.com/someone-else"})
 	createApp(t, c, app)
 	testutil.Eventually(t, "work created", func() error { _, err := getWork(c, cluster, ns, "cascade"); return err })
+	updateApp(t, c, ns, "cascade", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "Synced", "status", "sync", "status")
+	})
 	if err := c.Delete(context.Background(), getApp(t, c, ns, "cascade")); err != nil {
 		t.Fatal(err)
 	}
@@ -614,8 +671,13 @@ func TestDeleteReleasesArgoCDFinalizers(t *testing.T) {
 		if _, err := getWork(c, cluster, ns, "cascade"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("work: %v", err)
 		}
-		if f := getApp(t, c, ns, "cascade").GetFinalizers(); len(f) != 1 || f[0] != "example.com/someone-else" {
+		app := getApp(t, c, ns, "cascade")
+		if f := app.GetFinalizers(); len(f) != 1 || f[0] != "example.com/someone-else" {
 			return fmt.Errorf("finalizers = %v", f)
+		}
+		// Another finalizer keeps the Application: it keeps its status too.
+		if _, ok := app.Object["status"]; !ok {
+			return errors.New("the Application lost its status while another finalizer holds it")
 		}
 		return nil
 	})

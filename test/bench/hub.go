@@ -345,15 +345,15 @@ func measureFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets
 }
 
 // measureDeleteFloor is the least the hub apiserver needs to delete the floor's Applications: delete each one
-// and, its resources finalizer holding it, take the finalizer off, answered with the metadata alone as the
-// controller's is. The fleet does that much and more: there the garbage collector reads each Application before
+// and, its resources finalizer holding it, take the finalizer off and the status with it, answered with the
+// metadata alone, as the controller does. The fleet does that much and more: there the garbage collector reads each Application before
 // it deletes it, and the controller takes the finalizer off once the Application's work is gone.
 func measureDeleteFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets, concurrency int, qps float32, burst int) (time.Duration, error) {
 	c, err := clientFor(cfg, qps, burst)
 	if err != nil {
 		return 0, err
 	}
-	release := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+	release := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null},"status":null}`))
 	start := time.Now()
 	err = forEach(ctx, len(clusters)*sets, concurrency, func(ctx context.Context, i int) error {
 		app := floorApplication(clusters, sets, i)
