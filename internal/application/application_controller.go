@@ -273,33 +273,32 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, app *argocd.Applicatio
 	if argocd.OwningAppSet(app) != "" || controllerutil.ContainsFinalizer(app, Finalizer) {
 		return nil
 	}
-	if err := r.patchFinalizers(ctx, app, append(slices.Clone(app.GetFinalizers()), Finalizer), false); err != nil {
+	if err := r.patchFinalizers(ctx, app, append(slices.Clone(app.GetFinalizers()), Finalizer)); err != nil {
 		return fmt.Errorf("add finalizer to application %s: %w", klog.KObj(app), err)
 	}
 	return nil
 }
 
-// removeFinalizers takes the given finalizers off. When they are the last ones of an Application being deleted,
-// the write deletes it, and the same patch takes its status off: the apiserver would otherwise validate the old
-// and the new object, statuses and all, and track their managed fields, for an object it then deletes (a fifth of
-// its CPU per deleted Application; docs/benchmarks.md, "The delete floor"). Watchers see no difference: the
-// DELETED event carries the object as it was stored.
 func (r *Reconciler) removeFinalizers(ctx context.Context, app *argocd.Application, finalizers ...string) error {
 	kept := slices.DeleteFunc(slices.Clone(app.GetFinalizers()), func(f string) bool { return slices.Contains(finalizers, f) })
-	if err := r.patchFinalizers(ctx, app, kept, len(kept) == 0 && !app.GetDeletionTimestamp().IsZero()); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.patchFinalizers(ctx, app, kept); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("remove finalizers %v from application %s: %w", finalizers, klog.KObj(app), err)
 	}
 	return nil
 }
 
-// patchFinalizers sets the Application's finalizers, and with dropStatus removes its status, provided it is
-// still at the resource version it was read at (a conflict otherwise), and brings app's finalizers and resource
-// version up to the write. The apiserver answers with the metadata alone: in a mass delete, where every
-// Application's last finalizer goes, encoding each whole Application for an answer that only its metadata is
-// read of was a good part of the hub apiserver's work.
-func (r *Reconciler) patchFinalizers(ctx context.Context, app *argocd.Application, finalizers []string, dropStatus bool) error {
+// patchFinalizers sets the Application's finalizers, provided it is still at the resource version it was
+// read at (a conflict otherwise), and brings app's finalizers and resource version up to the write. The
+// apiserver answers with the metadata alone: in a mass delete, where every Application's last finalizer goes,
+// encoding each whole Application for an answer that only its metadata is read of was a good part of the hub
+// apiserver's work. A write that leaves an Application being deleted without finalizers deletes it, and takes
+// its status off too: the apiserver would otherwise validate the old and the new object, statuses and all, and
+// track their managed fields, for an object it then deletes (a fifth of its CPU per deleted Application;
+// docs/benchmarks.md, "The delete floor"). Watchers see no difference: the DELETED event carries the object as
+// it was stored.
+func (r *Reconciler) patchFinalizers(ctx context.Context, app *argocd.Application, finalizers []string) error {
 	patch := map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": app.GetResourceVersion()}}
-	if dropStatus {
+	if len(finalizers) == 0 && !app.GetDeletionTimestamp().IsZero() {
 		patch["status"] = nil
 	}
 	data, err := json.Marshal(patch)

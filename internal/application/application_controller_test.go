@@ -538,21 +538,21 @@ func TestDelete(t *testing.T) {
 	})
 	// The write that takes the last finalizer off deletes the Application; it takes the status off too, so
 	// that the apiserver does not validate and track the fields of a status it is about to delete.
-	last := patches.last("/namespaces/" + ns + "/applications/gone")
+	last := patches.lastTo("/namespaces/" + ns + "/applications/gone")
 	if !strings.Contains(last, `"finalizers":[]`) || !strings.Contains(last, `"status":null`) {
 		t.Errorf("the last PATCH of the deleted Application = %s, want its finalizers and its status off", last)
 	}
 }
 
-// patchRecorder keeps the bodies of the PATCH requests a client sends, by path.
+// patchRecorder keeps the body of the last PATCH request a client sent to each path.
 type patchRecorder struct {
-	mu     sync.Mutex
-	bodies map[string][]string
+	mu   sync.Mutex
+	last map[string]string
 }
 
 // recordPatches returns a copy of cfg whose clients' PATCH bodies the returned recorder keeps.
 func recordPatches(cfg *rest.Config) (*rest.Config, *patchRecorder) {
-	r := &patchRecorder{bodies: map[string][]string{}}
+	r := &patchRecorder{last: map[string]string{}}
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
@@ -560,7 +560,7 @@ func recordPatches(cfg *rest.Config) (*rest.Config, *patchRecorder) {
 				if body, err := req.GetBody(); err == nil {
 					data, _ := io.ReadAll(body)
 					r.mu.Lock()
-					r.bodies[req.URL.Path] = append(r.bodies[req.URL.Path], string(data))
+					r.last[req.URL.Path] = string(data)
 					r.mu.Unlock()
 				}
 			}
@@ -570,13 +570,13 @@ func recordPatches(cfg *rest.Config) (*rest.Config, *patchRecorder) {
 	return cfg, r
 }
 
-// last returns the last PATCH body sent to a path ending in suffix.
-func (r *patchRecorder) last(suffix string) string {
+// lastTo returns the last PATCH body sent to a path ending in suffix.
+func (r *patchRecorder) lastTo(suffix string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for path, bodies := range r.bodies {
-		if strings.HasSuffix(path, suffix) && len(bodies) > 0 {
-			return bodies[len(bodies)-1]
+	for path, body := range r.last {
+		if strings.HasSuffix(path, suffix) {
+			return body
 		}
 	}
 	return ""

@@ -346,8 +346,9 @@ func measureFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets
 
 // measureDeleteFloor is the least the hub apiserver needs to delete the floor's Applications: delete each one
 // and, its resources finalizer holding it, take the finalizer off and the status with it, answered with the
-// metadata alone, as the controller does. The fleet does that much and more: there the garbage collector reads each Application before
-// it deletes it, and the controller takes the finalizer off once the Application's work is gone.
+// metadata alone, as the controller does. The fleet does that much and more: there the garbage collector reads
+// each Application before it deletes it, and the controller takes the finalizer off once the Application's work
+// is gone.
 func measureDeleteFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets, concurrency int, qps float32, burst int) (time.Duration, error) {
 	c, err := clientFor(cfg, qps, burst)
 	if err != nil {
