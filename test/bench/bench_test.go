@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
 )
@@ -122,6 +126,39 @@ func TestMarkdownStoppedRun(t *testing.T) {
 	}
 	if strings.Contains(markdown([]*Result{done}, "make bench", "test machine"), "stopped") {
 		t.Error("a finished run's table mentions a stop")
+	}
+}
+
+// TestClosedWatches: the apiserver's closures of too-slow watches are counted by resource, and the table shows
+// those of Applications and of ManifestWorks beside their LISTs, as measured.
+func TestClosedWatches(t *testing.T) {
+	metrics := strings.Join([]string{
+		`# TYPE apiserver_terminated_watchers_total counter`,
+		`apiserver_terminated_watchers_total{resource="applications.argoproj.io"} 18`,
+		`apiserver_terminated_watchers_total{resource="manifestworks.work.open-cluster-management.io"} 127`,
+		`apiserver_request_total{code="200",component="apiserver",group="work.open-cluster-management.io",resource="manifestworks",scope="cluster",subresource="",verb="LIST",version="v1"} 7`,
+		`apiserver_request_total{code="200",component="apiserver",group="argoproj.io",resource="applications",scope="cluster",subresource="",verb="LIST",version="v1alpha1"} 1`,
+	}, "\n") + "\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(metrics)) }))
+	defer srv.Close()
+	counts, err := hubRequests(context.Background(), &rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[closedWatches] != 18 || counts[closedWorkWatches] != 127 || counts["LIST manifestworks"] != 7 {
+		t.Fatalf("counts %v", counts)
+	}
+	r := &Result{Scenario: Scenario{Clusters: 3, AppSets: 2, Transport: "kube"}, Floor: 10 * time.Second, Synced: 25 * time.Second,
+		SyncedRequests: counts, DeleteRequests: counts.sub(requestCounts{closedWorkWatches: 100, "LIST manifestworks": 5})}
+	table := markdown([]*Result{r}, "make bench", "test machine")
+	for _, want := range []string{
+		"| hub apiserver: watches of Applications closed as too slow / LIST pages of Applications, until Synced | 18 / 1 |",
+		"| hub apiserver: watches of ManifestWorks closed as too slow / LISTs of ManifestWorks, until Synced | 127 / 7 |",
+		"| hub apiserver: watches of ManifestWorks closed as too slow / LISTs of ManifestWorks, in the delete | 27 / 2 |",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
 	}
 }
 

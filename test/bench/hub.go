@@ -28,17 +28,22 @@ import (
 // simResourcesPerApp is how many resources each simulated Application deploys (and lists in its status).
 const simResourcesPerApp = 4
 
-// requestCounts are the hub apiserver's requests by verb (apiserver_request_total), and under closedWatches the
-// watches it closed because their clients did not keep up (apiserver_terminated_watchers_total).
+// requestCounts are the hub apiserver's requests by verb (apiserver_request_total), and under closedWatches and
+// closedWorkWatches the watches it closed because their clients did not keep up (apiserver_terminated_watchers_total).
 type requestCounts map[string]float64
 
-// closedWatches is the key of requestCounts that counts the watches of Applications the apiserver closed as too
-// slow: its watch cache gives each watcher a buffer of about a second of events and closes the watch of a client
-// that does not read them in time; the client watches again, or lists everything again if it fell too far behind.
-const closedWatches = "WATCH-CLOSED applications.argoproj.io"
+// closedWatches and closedWorkWatches are the keys of requestCounts that count the watches of Applications and
+// of ManifestWorks the apiserver closed as too slow: its watch cache gives each watcher a buffer of about a second
+// of events and closes the watch of a client that does not read them in time; the client watches again, or lists
+// everything again if it fell too far behind. (Every resource's closures are counted under "WATCH-CLOSED " and
+// the resource's name.)
+const (
+	closedWatches     = "WATCH-CLOSED applications.argoproj.io"
+	closedWorkWatches = "WATCH-CLOSED manifestworks.work.open-cluster-management.io"
+)
 
 // hubRequests scrapes the apiserver's request counters, by verb and by "verb resource[/subresource]", and the
-// watches of Applications it closed (closedWatches).
+// watches it closed by resource (closedWatches, closedWorkWatches).
 func hubRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -46,10 +51,10 @@ func hubRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
 	}
 	counts := requestCounts{}
 	err = scrapeMetrics(ctx, hc, cfg.Host+"/metrics", func(name, labels string, v float64) {
-		switch {
-		case name == "apiserver_terminated_watchers_total" && label(labels, "resource") == "applications.argoproj.io":
-			counts[closedWatches] = v
-		case name == "apiserver_request_total":
+		switch name {
+		case "apiserver_terminated_watchers_total":
+			counts["WATCH-CLOSED "+label(labels, "resource")] = v
+		case "apiserver_request_total":
 			verb, resource := label(labels, "verb"), label(labels, "resource")
 			if sub := label(labels, "subresource"); sub != "" {
 				resource += "/" + sub

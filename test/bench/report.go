@@ -111,6 +111,14 @@ func markdown(results []*Result, command, machine string) string {
 		}
 		return fmt.Sprintf("%.0f / %.0f", r.SyncedRequests[closedWatches], r.SyncedRequests["LIST applications"])
 	})
+	// The kube transport's works are watched on the hub by the controller and by the simulator (one watch of
+	// every cluster's works); a closed watch resumes, or lists every work again when it fell too far behind.
+	row("hub apiserver: watches of ManifestWorks closed as too slow / LISTs of ManifestWorks, until Synced", func(r *Result) string {
+		if r.SyncedRequests == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f / %.0f", r.SyncedRequests[closedWorkWatches], r.SyncedRequests["LIST manifestworks"])
+	})
 	// The fleet is watched at rest once every Application is Synced/Healthy, and orphans are counted once
 	// everything is deleted: a run that stopped before has no figure for them.
 	row("at rest: status events / min", func(r *Result) string {
@@ -185,6 +193,12 @@ func markdown(results []*Result, command, machine string) string {
 			return "–"
 		}
 		return fmt.Sprintf("%.0f / %.0f", r.DeleteRequests[closedWatches], r.DeleteRequests["LIST applications"])
+	})
+	row("hub apiserver: watches of ManifestWorks closed as too slow / LISTs of ManifestWorks, in the delete", func(r *Result) string {
+		if r.DeleteRequests == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f / %.0f", r.DeleteRequests[closedWorkWatches], r.DeleteRequests["LIST manifestworks"])
 	})
 	row("orphaned works", func(r *Result) string { return ifMeasured(r.DeleteApps != 0, fmt.Sprint(r.Orphans)) })
 	for _, p := range processNames(results) {
