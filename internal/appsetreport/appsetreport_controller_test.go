@@ -16,6 +16,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,12 +47,12 @@ func TestReportAfterCreate(t *testing.T) {
 	if refs := r.OwnerReferences; len(refs) != 1 || refs[0].UID != appSet.GetUID() || refs[0].Kind != "ApplicationSet" {
 		t.Errorf("owner references = %+v, want the ApplicationSet %s", refs, appSet.GetUID())
 	}
-	applied := false
+	updated := false
 	for _, m := range r.ManagedFields {
-		applied = applied || (m.Manager == appsetreport.FieldOwner && m.Operation == metav1.ManagedFieldsOperationApply)
+		updated = updated || (m.Manager == appsetreport.FieldOwner && m.Operation == metav1.ManagedFieldsOperationUpdate)
 	}
-	if !applied {
-		t.Errorf("report not written by server-side apply as %s: %+v", appsetreport.FieldOwner, r.ManagedFields)
+	if !updated {
+		t.Errorf("report not written by an update as %s: %+v", appsetreport.FieldOwner, r.ManagedFields)
 	}
 	if n := len(r.Statuses.ClusterConditions); n != 3 {
 		t.Fatalf("%d entries, want one per Application of a small ApplicationSet: %+v", n, r.Statuses.ClusterConditions)
@@ -121,6 +122,30 @@ func TestReportFollowsStatusChanges(t *testing.T) {
 
 	setStatus(t, c, ns, "guestbook-c2", appStatus("Synced", "Healthy"))
 	waitReport(t, c, ns, "guestbook", expectSummary("2/2/0/2/0/0"))
+}
+
+// TestReportKeepsWhatOthersSet: the controller updates a report from its cached copy. What others set on the
+// report (a label, an annotation) stays through its writes; an edit of the statuses is undone.
+func TestReportKeepsWhatOthersSet(t *testing.T) {
+	c := hubClient(t)
+	startReporter(t, options(500*time.Millisecond))
+	ns := namespace(t, c)
+	appSet := testutil.CreateAppSet(t, c, ns, "guestbook")
+	createApp(t, c, appSet, "guestbook-c1", "c1", appStatus("Synced", "Healthy"))
+	createApp(t, c, appSet, "guestbook-c2", "c2", appStatus("Synced", "Healthy"))
+	r := waitReport(t, c, ns, "guestbook", expectSummary("2/2/0/2/0/0"))
+
+	edit := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"web"},"annotations":{"note":"kept"}},`+
+		`"statuses":{"summary":{"synced":"0"}}}`))
+	if err := c.Patch(context.Background(), r, edit); err != nil {
+		t.Fatal(err)
+	}
+	r = waitReport(t, c, ns, "guestbook", expectSummary("2/2/0/2/0/0"))
+	setStatus(t, c, ns, "guestbook-c2", appStatus("OutOfSync", "Degraded"))
+	r = waitReport(t, c, ns, "guestbook", expectSummary("2/1/1/1/1/0"))
+	if r.Labels["team"] != "web" || r.Annotations["note"] != "kept" || r.Labels[v1alpha1.LabelHostingAppSet] != ns+".guestbook" {
+		t.Errorf("labels %v, annotations %v: want the controller's label and what others set", r.Labels, r.Annotations)
+	}
 }
 
 func TestReportClusterRemoved(t *testing.T) {
@@ -392,7 +417,7 @@ func TestReportFromApplicationController(t *testing.T) {
 }
 
 // TestNoWritesAtRest: once the report is right, the controller sends no request that writes it while nothing
-// changes (a no-op server-side apply is still a request the apiserver counts).
+// changes (a write that changes nothing is still a request the apiserver counts).
 func TestNoWritesAtRest(t *testing.T) {
 	c := hubClient(t)
 	startReporter(t, options(200*time.Millisecond))
