@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -432,8 +435,8 @@ func TestGRPCFleet(t *testing.T) {
 	runScenario(t, grpcHub{g}, f, ev, clusters)
 }
 
-// TestKubeFleet runs the scenario with 10 simulated clusters sharing one watcher of the ManifestWorks on a
-// real hub apiserver, as the basic model's work agents.
+// TestKubeFleet runs the scenario with 10 simulated clusters on a real hub apiserver, each watching the
+// ManifestWorks of its namespace, as the work agents do.
 func TestKubeFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
@@ -452,6 +455,10 @@ func TestKubeFleet(t *testing.T) {
 	hubConfig := env.Hub.Config()
 	hubConfig.QPS, hubConfig.Burst = 200, 400
 	f := startFleet(t, Config{Transport: workclient.TransportKube, Hub: hubConfig, Clusters: clusters, Argo: testArgo(), Workers: 4, Hooks: ev.hooks()})
+	// One watch of its namespace's works per cluster, none of every namespace's.
+	if got, want := manifestWorkWatches(t, core), map[string]int{"namespace": len(clusters)}; !maps.Equal(got, want) {
+		t.Errorf("watches of ManifestWorks by scope %v, want %v", got, want)
+	}
 	runScenario(t, kubeHub{cs}, f, ev, clusters)
 
 	// The agent's finalizer was on every work it took, and the status fits the hub CRD's raw limit.
@@ -473,4 +480,31 @@ func TestKubeFleet(t *testing.T) {
 	}
 	data, _ := json.Marshal(list.Items[0].Status)
 	t.Logf("a work's status on the hub is %d bytes", len(data))
+}
+
+// manifestWorkWatches counts the hub apiserver's open watches of ManifestWorks by scope (namespace, cluster),
+// from its metrics.
+func manifestWorkWatches(t *testing.T, core kubernetes.Interface) map[string]int {
+	t.Helper()
+	data, err := core.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := regexp.MustCompile(`scope="([a-z]+)"`)
+	watches := map[string]int{}
+	for line := range strings.Lines(string(data)) {
+		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || !strings.Contains(line, `resource="manifestworks"`) ||
+			!strings.Contains(line, `verb="WATCH"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		n, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		if m := scope.FindStringSubmatch(line); m != nil && n > 0 {
+			watches[m[1]] += int(n)
+		}
+	}
+	return watches
 }

@@ -26,6 +26,7 @@ import (
 	workstore "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/store"
 	grpcoptions "open-cluster-management.io/sdk-go/pkg/cloudevents/generic/options/grpc"
 
+	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/reconnect"
 )
 
@@ -216,12 +217,16 @@ func (t *grpcTransport) stop() {
 	}
 }
 
-// kubeTransport is the basic model: one informer of the ManifestWorks on the hub, shared by every simulated
-// cluster, and one client writing their status as each cluster's work agent would.
+// kubeTransport is the basic model: each simulated cluster watches the ManifestWorks of its namespace on the hub,
+// on a connection of its own, as each cluster's work agent does; one client writes their status for the whole
+// fleet, at the fleet's rate limit. (One watch of every work for the whole fleet, as this model had before, is
+// one slow consumer of all the works' events: at 15,000 Applications the apiserver closed it as too slow 130
+// times in a run, and a relist of all the works stalled the fleet for 100 s.)
 type kubeTransport struct {
 	config    *rest.Config
 	clientset workclientset.Interface
-	informer  cache.SharedIndexInformer
+	// informers are by cluster index.
+	informers []cache.SharedIndexInformer
 	synced    atomic.Bool
 	clusters  int
 	cancel    context.CancelFunc
@@ -239,48 +244,72 @@ func (t *kubeTransport) start(ctx context.Context, f *Fleet) error {
 	}
 	t.clientset = cs
 	t.clusters = len(f.clusters)
-	t.informer = workinformers.NewSharedInformerFactory(cs, 0).Work().V1().ManifestWorks().Informer()
+	ictx, cancel := context.WithCancel(ctx)
+	t.cancel = cancel
+	t.informers = make([]cache.SharedIndexInformer, len(f.clusters))
+	for _, c := range f.clusters {
+		informer, err := t.watch(f, c)
+		if err != nil {
+			return err
+		}
+		t.informers[c.index] = informer
+		t.done.Go(func() { informer.Run(ictx.Done()) })
+	}
+	for _, informer := range t.informers {
+		if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+			return errors.New("the hub's manifestworks did not sync")
+		}
+	}
+	t.synced.Store(true)
+	return nil
+}
+
+// watch returns the informer of a cluster's works, on a connection of its own, as its work agent has.
+func (t *kubeTransport) watch(f *Fleet, c *cluster) (cache.SharedIndexInformer, error) {
+	cfg := hubmanager.OwnConnection(t.config)
+	// The watch's own list and watch requests; the fleet's rate limit is for its writes.
+	cfg.QPS, cfg.Burst = agentQPS, agentBurst
+	cs, err := workclientset.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("hub work client of cluster %s: %w", c.name, err)
+	}
+	informer := workinformers.NewSharedInformerFactoryWithOptions(cs, 0, workinformers.WithNamespace(c.name)).
+		Work().V1().ManifestWorks().Informer()
 	// Only what the agent reads is kept.
-	if err := t.informer.SetTransform(func(obj any) (any, error) {
+	if err := informer.SetTransform(func(obj any) (any, error) {
 		if w, ok := obj.(*workv1.ManifestWork); ok {
 			w.ManagedFields = nil
 		}
 		return obj, nil
 	}); err != nil {
-		return fmt.Errorf("set informer transform: %w", err)
+		return nil, fmt.Errorf("set informer transform: %w", err)
 	}
 	changed := func(obj any) {
 		k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		if err != nil {
 			return
 		}
-		ns, name, found := strings.Cut(k, "/")
-		if !found {
-			return
-		}
-		if i, ok := f.byName[ns]; ok {
-			f.enqueue(i, name)
+		if _, name, found := strings.Cut(k, "/"); found {
+			f.enqueue(c.index, name)
 		}
 	}
-	if _, err := t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    changed,
 		UpdateFunc: func(_, obj any) { changed(obj) },
 		DeleteFunc: changed,
 	}); err != nil {
-		return fmt.Errorf("watch manifestworks: %w", err)
+		return nil, fmt.Errorf("watch manifestworks of cluster %s: %w", c.name, err)
 	}
-	ictx, cancel := context.WithCancel(ctx)
-	t.cancel = cancel
-	t.done.Go(func() { t.informer.Run(ictx.Done()) })
-	if !cache.WaitForCacheSync(ctx.Done(), t.informer.HasSynced) {
-		return errors.New("the hub's manifestworks did not sync")
-	}
-	t.synced.Store(true)
-	return nil
+	return informer, nil
 }
 
+// agentQPS and agentBurst are the rate limit of a simulated cluster's watch of its works: the work agent's
+// defaults for its hub client (--hub-kube-api-qps, --hub-kube-api-burst).
+const agentQPS, agentBurst = 50, 100
+
+// get reads the cluster's informer, which is set before it runs: before its first event.
 func (t *kubeTransport) get(c *cluster, name string) (*workv1.ManifestWork, bool) {
-	obj, ok, err := t.informer.GetIndexer().GetByKey(c.name + "/" + name)
+	obj, ok, err := t.informers[c.index].GetIndexer().GetByKey(c.name + "/" + name)
 	if err != nil || !ok {
 		return nil, false
 	}
