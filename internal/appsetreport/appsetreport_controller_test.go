@@ -140,7 +140,7 @@ func TestReportKeepsWhatOthersSet(t *testing.T) {
 	if err := c.Patch(context.Background(), r, edit); err != nil {
 		t.Fatal(err)
 	}
-	r = waitReport(t, c, ns, "guestbook", expectSummary("2/2/0/2/0/0"))
+	waitReport(t, c, ns, "guestbook", expectSummary("2/2/0/2/0/0"))
 	setStatus(t, c, ns, "guestbook-c2", appStatus("OutOfSync", "Degraded"))
 	r = waitReport(t, c, ns, "guestbook", expectSummary("2/1/1/1/1/0"))
 	if r.Labels["team"] != "web" || r.Annotations["note"] != "kept" || r.Labels[v1alpha1.LabelHostingAppSet] != ns+".guestbook" {
