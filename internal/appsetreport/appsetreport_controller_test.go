@@ -90,14 +90,22 @@ func TestReportAfterCreate(t *testing.T) {
 // syncOperation is the operation of an Application's operationState.
 var syncOperation = map[string]any{"sync": map[string]any{"revision": "0123abc"}}
 
-func TestReportFollowsStatusChanges(t *testing.T) {
-	c := hubClient(t)
+// twoSyncedApps starts the report controller and makes an ApplicationSet "guestbook" with two Synced/Healthy
+// Applications, on clusters c1 and c2, in a namespace of its own; it returns the namespace and the first report
+// that shows both.
+func twoSyncedApps(t *testing.T, c client.Client) (string, *v1alpha1.MulticlusterApplicationSetReport) {
+	t.Helper()
 	startReporter(t, options(500*time.Millisecond))
 	ns := namespace(t, c)
 	appSet := testutil.CreateAppSet(t, c, ns, "guestbook")
 	createApp(t, c, appSet, "guestbook-c1", "c1", appStatus("Synced", "Healthy"))
 	createApp(t, c, appSet, "guestbook-c2", "c2", appStatus("Synced", "Healthy"))
-	waitReport(t, c, ns, "guestbook", expectSummary("2/2/0/2/0/0"))
+	return ns, waitReport(t, c, ns, "guestbook", expectSummary("2/2/0/2/0/0"))
+}
+
+func TestReportFollowsStatusChanges(t *testing.T) {
+	c := hubClient(t)
+	ns, _ := twoSyncedApps(t, c)
 
 	setStatus(t, c, ns, "guestbook-c2", appStatus("OutOfSync", "Progressing", func(s map[string]any) {
 		s["operationState"] = map[string]any{"operation": syncOperation, "phase": "Running", "startedAt": "2025-06-01T10:00:00Z"}
@@ -128,12 +136,7 @@ func TestReportFollowsStatusChanges(t *testing.T) {
 // report (a label, an annotation) stays through its writes; an edit of the statuses is undone.
 func TestReportKeepsWhatOthersSet(t *testing.T) {
 	c := hubClient(t)
-	startReporter(t, options(500*time.Millisecond))
-	ns := namespace(t, c)
-	appSet := testutil.CreateAppSet(t, c, ns, "guestbook")
-	createApp(t, c, appSet, "guestbook-c1", "c1", appStatus("Synced", "Healthy"))
-	createApp(t, c, appSet, "guestbook-c2", "c2", appStatus("Synced", "Healthy"))
-	r := waitReport(t, c, ns, "guestbook", expectSummary("2/2/0/2/0/0"))
+	ns, r := twoSyncedApps(t, c)
 
 	edit := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"web"},"annotations":{"note":"kept"}},`+
 		`"statuses":{"summary":{"synced":"0"}}}`))
