@@ -49,8 +49,10 @@ func TestSmallBenchmark(t *testing.T) {
 		if r.RestStatusEvents != 0 || r.RestHubWrites != 0 {
 			t.Errorf("%s: at rest, %v status events and %v hub writes per minute (%v)", tr, r.RestStatusEvents, r.RestHubWrites, r.RestHubWritesByResource)
 		}
-		if r.LatencySamples == 0 {
-			t.Errorf("%s: no status latency measured", tr)
+		if r.LatencySamples == 0 || r.LatencyHubP99 <= 0 || r.LatencyMax < r.LatencyP99 || len(r.LatencySlowest) == 0 ||
+			r.LatencySlowest[0].Total != r.LatencyMax.Round(time.Millisecond) || r.LatencyRequests["PATCH"] == 0 {
+			t.Errorf("%s: status latency: %d samples, hub p99 %s, max %s, slowest %v, requests %v", tr, r.LatencySamples,
+				r.LatencyHubP99, r.LatencyMax, r.LatencySlowest, r.LatencyRequests)
 		}
 		if r.Orphans != 0 || r.DeleteApps == 0 {
 			t.Errorf("%s: deletion: %d orphans, %s", tr, r.Orphans, r.DeleteApps)
@@ -103,6 +105,27 @@ func TestSmallBenchmark(t *testing.T) {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
+	}
+}
+
+// TestSummarizeLatency: the percentiles, the hub's part, the count over a second and the slowest changes, slowest
+// first, with the time they were made from the phase's start.
+func TestSummarizeLatency(t *testing.T) {
+	start := time.Now()
+	var samples []latencySample
+	for i := range 200 {
+		total := time.Duration(i+1) * 10 * time.Millisecond // 10 ms … 2 s
+		samples = append(samples, latencySample{ChangedAt: start.Add(time.Duration(i) * time.Second), Total: total, Hub: total / 2})
+	}
+	res := &Result{}
+	summarizeLatency(samples, start, res)
+	if res.LatencySamples != 200 || res.LatencyP50 != 1000*time.Millisecond || res.LatencyP99 != 1980*time.Millisecond ||
+		res.LatencyHubP99 != 990*time.Millisecond || res.LatencyMax != 2*time.Second || res.LatencyOverSecond != 100 {
+		t.Errorf("summary: %+v", res)
+	}
+	if len(res.LatencySlowest) != slowestKept || res.LatencySlowest[0] != (slowChange{At: 199 * time.Second, Total: 2 * time.Second, Hub: time.Second}) ||
+		res.LatencySlowest[slowestKept-1].Total != 1910*time.Millisecond {
+		t.Errorf("slowest: %v", res.LatencySlowest)
 	}
 }
 

@@ -133,6 +133,12 @@ func markdown(results []*Result, command, machine string) string {
 		}
 		return fmt.Sprintf("%s / %s (%d changes)", ms(r.LatencyP50), ms(r.LatencyP99), r.LatencySamples)
 	})
+	row("status latency: the hub's part p99; slowest; changes over 1 s", func(r *Result) string {
+		if r.LatencySamples == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%s; %s; %d", ms(r.LatencyHubP99), ms(r.LatencyMax), r.LatencyOverSecond)
+	})
 	row("console: streams open; server RSS with them", func(r *Result) string {
 		if r.Console == nil {
 			return "–"

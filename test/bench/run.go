@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -93,6 +94,14 @@ type Result struct {
 	RestHubWritesByResource        map[string]float64
 	LatencyP50, LatencyP99         time.Duration
 	LatencySamples, LatencyMissing int
+	// LatencyHubP99 is the p99 of the hub's part of the changes' way (from the agent's send to the hub
+	// Application), LatencyMax the slowest change, LatencyOverSecond how many took over a second.
+	LatencyHubP99, LatencyMax time.Duration
+	LatencyOverSecond         int
+	// LatencySlowest are the slowest changes, slowest first.
+	LatencySlowest []slowChange `json:",omitempty"`
+	// LatencyRequests are the hub apiserver's requests while latency was measured.
+	LatencyRequests requestCounts `json:",omitempty"`
 	DeleteWorks, DeleteApps        time.Duration
 	// DeleteRequests and DeleteProcessCPU are the hub apiserver's requests and each process's CPU seconds
 	// from the delete of the ApplicationSets until nothing was left.
@@ -437,13 +446,18 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 		}
 	}
 	if sc.Latency > 0 {
-		if err := measureLatency(ctx, sc, simFleet, t, res); err != nil {
+		if err := measureLatency(ctx, sc, simFleet, t, hubCfg, res); err != nil {
 			return err
 		}
 	}
 	record()
 	defer prof.cpu(ctx, "delete")()
 	return measureDelete(ctx, sc, f, c, sets, simFleet, t, res)
+}
+
+// slowChange is one slow status change: At is when it was made, from the start of the latency phase.
+type slowChange struct {
+	At, Total, Hub time.Duration
 }
 
 // measureRest counts status events and hub writes while nothing changes on the clusters. The hub apiserver
@@ -531,18 +545,25 @@ func settle(ctx context.Context, sc Scenario, hub *rest.Config) (time.Duration, 
 }
 
 // measureLatency turns churn on and measures, for each status change the simulated clusters send, the time
-// until the hub Application shows it.
-func measureLatency(ctx context.Context, sc Scenario, s *simulator, t *tracker, res *Result) error {
+// until the hub Application shows it; and, to tell a slow tail's cause, the hub's part of each change's way
+// (from the agent's send), the slowest changes with the second they were made, and the watches the hub
+// apiserver closed and the lists it served meanwhile.
+func measureLatency(ctx context.Context, sc Scenario, s *simulator, t *tracker, hubCfg *rest.Config, res *Result) error {
 	sc.Log("status latency with churn at %.0f changes/s for %s", sc.LatencyRate, sc.Latency)
+	startRequests, err := hubRequests(ctx, hubCfg)
+	if err != nil {
+		return err
+	}
 	stopEvents, err := s.events(ctx, func(e sim.Event) {
 		if e.ChangedAt.IsZero() || e.Sync == "" {
 			return
 		}
-		t.expect(e.HubNamespace+"/"+e.HubName, e.Sync, e.Health, e.ChangedAt)
+		t.expect(e.HubNamespace+"/"+e.HubName, e.Sync, e.Health, e.ChangedAt, e.At)
 	})
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	if err := s.setChurn(ctx, sc.LatencyRate); err != nil {
 		stopEvents()
 		return err
@@ -557,11 +578,48 @@ func measureLatency(ctx context.Context, sc Scenario, s *simulator, t *tracker, 
 	}
 	time.Sleep(5 * time.Second) // let the last changes arrive
 	stopEvents()
-	lat, missing := t.latencies()
-	res.LatencyP50, res.LatencyP99 = percentile(lat, 50), percentile(lat, 99)
-	res.LatencySamples, res.LatencyMissing = len(lat), missing
-	sc.Log("status latency: p50 %s, p99 %s over %d changes (%d not seen on the hub)", res.LatencyP50, res.LatencyP99, len(lat), missing)
+	if end, err := hubRequests(ctx, hubCfg); err == nil {
+		res.LatencyRequests = end.sub(startRequests)
+	}
+	samples, missing := t.latencies()
+	summarizeLatency(samples, start, res)
+	res.LatencyMissing = missing
+	sc.Log("status latency: p50 %s, p99 %s (the hub's part p99 %s), max %s over %d changes, %d over a second (%d not seen on the hub)",
+		res.LatencyP50, res.LatencyP99, res.LatencyHubP99, res.LatencyMax, res.LatencySamples, res.LatencyOverSecond, missing)
+	for _, slow := range res.LatencySlowest {
+		sc.Log("  slow: changed at +%s, %s to the hub (%s after it was sent)", slow.At, slow.Total, slow.Hub)
+	}
+	sc.Log("  meanwhile the hub apiserver closed %.0f watches of ManifestWorks and %.0f of Applications as too slow, and served %.0f LISTs of ManifestWorks",
+		res.LatencyRequests[closedWorkWatches], res.LatencyRequests[closedWatches], res.LatencyRequests["LIST manifestworks"])
 	return nil
+}
+
+// slowestKept is how many of the slowest status changes a result lists.
+const slowestKept = 10
+
+// summarizeLatency sets res's latency figures from the samples (sorted, slowest last) of a phase that started
+// at start.
+func summarizeLatency(samples []latencySample, start time.Time, res *Result) {
+	total := make([]time.Duration, len(samples))
+	hub := make([]time.Duration, len(samples))
+	res.LatencyOverSecond = 0
+	for i, s := range samples {
+		total[i], hub[i] = s.Total, s.Hub
+		if s.Total > time.Second {
+			res.LatencyOverSecond++
+		}
+	}
+	sort.Slice(hub, func(i, j int) bool { return hub[i] < hub[j] })
+	res.LatencySamples = len(samples)
+	res.LatencyP50, res.LatencyP99 = percentile(total, 50), percentile(total, 99)
+	res.LatencyHubP99 = percentile(hub, 99)
+	res.LatencyMax = percentile(total, 100)
+	res.LatencySlowest = nil
+	for i := len(samples) - 1; i >= 0 && len(samples)-i <= slowestKept; i-- {
+		s := samples[i]
+		res.LatencySlowest = append(res.LatencySlowest, slowChange{At: s.ChangedAt.Sub(start).Round(time.Millisecond),
+			Total: s.Total.Round(time.Millisecond), Hub: s.Hub.Round(time.Millisecond)})
+	}
 }
 
 // measureDelete deletes the ApplicationSets and measures the time to no work, no Application on the clusters

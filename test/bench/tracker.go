@@ -32,14 +32,22 @@ type tracker struct {
 	apps    map[string]appView
 	synced  int
 	pending map[string]expectation
-	latency []time.Duration
+	latency []latencySample
 	stop    chan struct{}
 }
 
 // expectation is a status change made on a simulated cluster that the hub should show.
 type expectation struct {
 	sync, health string
-	changedAt    time.Time
+	// changedAt is when the status changed on the simulated cluster, sentAt when its agent had sent it.
+	changedAt, sentAt time.Time
+}
+
+// latencySample is one status change's way to the hub: Total from the change on the cluster to the hub
+// Application showing it, Hub the part of it after the cluster's agent had sent it.
+type latencySample struct {
+	ChangedAt  time.Time
+	Total, Hub time.Duration
 }
 
 func startTracker(ctx context.Context, cfg *rest.Config) (*tracker, error) {
@@ -111,21 +119,22 @@ func (t *tracker) observe(obj any, deleted bool) {
 		t.synced++
 	}
 	if exp, ok := t.pending[key]; ok && exp.sync == view.sync && exp.health == view.health {
-		t.latency = append(t.latency, now.Sub(exp.changedAt))
+		t.latency = append(t.latency, latencySample{ChangedAt: exp.changedAt, Total: now.Sub(exp.changedAt), Hub: now.Sub(exp.sentAt)})
 		delete(t.pending, key)
 	}
 }
 
 func (v appView) healthy() bool { return v.sync == "Synced" && v.health == "Healthy" }
 
-// expect records a status change on a cluster that the hub Application namespace/name should show.
-func (t *tracker) expect(key, sync, health string, changedAt time.Time) {
+// expect records a status change on a cluster, sent by its agent at sentAt, that the hub Application
+// namespace/name should show.
+func (t *tracker) expect(key, sync, health string, changedAt, sentAt time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if v, ok := t.apps[key]; ok && v.sync == sync && v.health == health {
 		return // no change visible on the hub
 	}
-	t.pending[key] = expectation{sync: sync, health: health, changedAt: changedAt}
+	t.pending[key] = expectation{sync: sync, health: health, changedAt: changedAt, sentAt: sentAt}
 }
 
 // counts returns how many Applications the hub has and how many are Synced and Healthy.
@@ -135,12 +144,12 @@ func (t *tracker) counts() (apps, synced int) {
 	return len(t.apps), t.synced
 }
 
-// latencies returns the measured status latencies, sorted, and how many expected changes never showed.
-func (t *tracker) latencies() ([]time.Duration, int) {
+// latencies returns the measured status latencies, slowest last, and how many expected changes never showed.
+func (t *tracker) latencies() ([]latencySample, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := append([]time.Duration(nil), t.latency...)
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	out := append([]latencySample(nil), t.latency...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Total < out[j].Total })
 	return out, len(t.pending)
 }
 
