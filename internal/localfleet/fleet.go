@@ -75,6 +75,8 @@ type Options struct {
 	ServerEnv, ControllerEnv []string
 	// HubAPIServerArgs are extra flags of the hub's kube-apiserver.
 	HubAPIServerArgs []string
+	// PostgresSettings are extra PostgreSQL settings (name=value; Maestro mode).
+	PostgresSettings []string
 	// Progress receives a line per step; nil for silence.
 	Progress func(string)
 }
@@ -203,7 +205,7 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		map[bool]string{true: ", PostgreSQL", false: ""}[f.runs(workclient.TransportGRPC)])
 	f.Env, err = loopback.Start(ctx, loopback.Options{Dir: o.Dir, ManagedClusters: f.realClusters, GarbageCollector: true,
 		Workloads: o.ArgoCD, PlacementController: true,
-		Postgres: f.runs(workclient.TransportGRPC), HubAPIServerArgs: o.HubAPIServerArgs})
+		Postgres: f.runs(workclient.TransportGRPC), PostgresSettings: o.PostgresSettings, HubAPIServerArgs: o.HubAPIServerArgs})
 	if err != nil {
 		return nil, err
 	}

@@ -29,8 +29,9 @@ type Options struct {
 	Workloads bool
 	// PlacementController runs OCM's placement controller on the hub, so that Placements are decided by OCM.
 	PlacementController bool
-	// Postgres starts a private PostgreSQL server.
-	Postgres bool
+	// Postgres starts a private PostgreSQL server, with PostgresSettings (name=value) beside the defaults.
+	Postgres         bool
+	PostgresSettings []string
 	// Users are extra token identities on every cluster.
 	Users []User
 	// ControllerLog sends the logs of controllers run inside the test process to logs/in-process.log.
@@ -115,7 +116,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	if opts.Postgres {
 		g.Go(func() error {
-			pg, err := StartPostgres(gctx, filepath.Join(env.Dir, "postgres"))
+			pg, err := StartPostgres(gctx, filepath.Join(env.Dir, "postgres"), opts.PostgresSettings...)
 			env.Postgres = pg
 			return err
 		})

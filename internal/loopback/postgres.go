@@ -28,11 +28,14 @@ type Postgres struct {
 	bin  string
 	cred *syscall.Credential
 	proc *Process
+	// settings are extra server settings (name=value), kept across restarts.
+	settings []string
 }
 
-// StartPostgres initialises a database cluster in dir and starts it. As root it runs as the `postgres`
+// StartPostgres initialises a database cluster in dir and starts it, with extra server settings
+// ("name=value", as `postgres -c` takes them) after the loopback defaults. As root it runs as the `postgres`
 // system user, because PostgreSQL refuses to run as root.
-func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
+func StartPostgres(ctx context.Context, dir string, settings ...string) (*Postgres, error) {
 	initdb, err := SystemBinary("initdb", postgresBinDirs...)
 	if err != nil {
 		return nil, err
@@ -41,7 +44,7 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Postgres{Dir: dir, User: "postgres", bin: postgres}
+	p := &Postgres{Dir: dir, User: "postgres", bin: postgres, settings: settings}
 	if os.Geteuid() == 0 {
 		if p.cred, err = postgresCredential(); err != nil {
 			return nil, err
@@ -86,20 +89,24 @@ func (p *Postgres) Start(ctx context.Context) error {
 			}
 			p.Port = port
 		}
+		args := []string{
+			"-D", filepath.Join(p.Dir, "data"),
+			"-p", strconv.Itoa(p.Port),
+			"-k", p.Dir,
+			"-c", "listen_addresses=127.0.0.1",
+			"-c", "fsync=off",
+			"-c", "synchronous_commit=off",
+			"-c", "full_page_writes=off",
+			"-c", "max_connections=200",
+			"-c", "shared_buffers=256MB",
+		}
+		for _, setting := range p.settings {
+			args = append(args, "-c", setting)
+		}
 		proc, err := StartProcess(ProcessSpec{
-			Name: "postgres",
-			Path: p.bin,
-			Args: []string{
-				"-D", filepath.Join(p.Dir, "data"),
-				"-p", strconv.Itoa(p.Port),
-				"-k", p.Dir,
-				"-c", "listen_addresses=127.0.0.1",
-				"-c", "fsync=off",
-				"-c", "synchronous_commit=off",
-				"-c", "full_page_writes=off",
-				"-c", "max_connections=200",
-				"-c", "shared_buffers=256MB",
-			},
+			Name:       "postgres",
+			Path:       p.bin,
+			Args:       args,
 			LogPath:    filepath.Join(p.Dir, "logs", "postgres.log"),
 			Credential: p.cred,
 		})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"k8s.io/client-go/rest"
 
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
@@ -268,5 +269,65 @@ func TestTreeUsageKeepsExitedChildren(t *testing.T) {
 	// The child's own count and /proc's ticks are rounded differently: allow a tick each way.
 	if got := after.CPUSeconds - before.CPUSeconds; got < spent-0.02 {
 		t.Fatalf("the tree's CPU grew by %.2fs while its exited child spent %.2fs", got, spent)
+	}
+}
+
+// TestPostgresStatements: with -pprof the fleet's PostgreSQL loads pg_stat_statements (its settings survive a
+// restart), and a CPU phase writes the statements it ran, the most expensive first, without those of the
+// phase before.
+func TestPostgresStatements(t *testing.T) {
+	ctx := context.Background()
+	pg, err := loopback.StartPostgres(ctx, t.TempDir(), postgresStatementSettings...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+	url, err := pg.CreateDatabase(ctx, "argocd_pull")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := enableStatements(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	run := func(query string) {
+		if err := withPostgres(ctx, url, func(conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, query)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := newProfiler(t.TempDir(), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.postgres = url
+	run("CREATE TABLE before_phase (id int)")
+	p.resetStatements(ctx)
+	run("CREATE TABLE works (id int)")
+	for range 3 {
+		run("INSERT INTO works SELECT generate_series(1, 1000)")
+	}
+	p.writeStatements(ctx, "sync")
+	b, err := os.ReadFile(filepath.Join(p.dir, "sync-postgres-statements.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(b)
+	if !strings.Contains(out, "INSERT INTO works") || !strings.Contains(out, "3000") || strings.Contains(out, "before_phase") {
+		t.Errorf("statements of the phase:\n%s", out)
+	}
+	pg.Stop()
+	if err := pg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var libraries string
+	if err := withPostgres(ctx, url, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, "SHOW shared_preload_libraries").Scan(&libraries)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if libraries != "pg_stat_statements" {
+		t.Errorf("after a restart, shared_preload_libraries = %q", libraries)
 	}
 }

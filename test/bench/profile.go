@@ -24,6 +24,9 @@ type profiler struct {
 	// phase, long enough that the requests cost nothing.
 	window time.Duration
 	log    func(string, ...any)
+	// postgres is the URL of the server's database when PostgreSQL runs with pg_stat_statements (Maestro mode):
+	// each CPU phase also writes the statements' times (postgresStatements).
+	postgres string
 }
 
 // profileTarget is a process serving net/http/pprof.
@@ -53,6 +56,7 @@ func (p *profiler) cpu(ctx context.Context, phase string) (stop func()) {
 	if p == nil {
 		return func() {}
 	}
+	p.resetStatements(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	stopping := make(chan struct{})
 	var wg sync.WaitGroup
@@ -88,6 +92,7 @@ func (p *profiler) cpu(ctx context.Context, phase string) (stop func()) {
 		}()
 	}
 	return func() {
+		p.writeStatements(context.WithoutCancel(ctx), phase)
 		close(stopping)
 		// The windows under way end within one window; a process that does not answer is given up on.
 		timer := time.AfterFunc(p.window+30*time.Second, cancel)

@@ -202,7 +202,8 @@ func run(ctx context.Context, sc Scenario) (*Result, error) {
 		Dir: filepath.Join(sc.Dir, "fleet"), Clusters: clusters, Transport: sc.Transport, Binary: sc.Binary, Simulated: true,
 		SimulatedConsole: sc.Console,
 		ControllerArgs:   controllerArgs, ServerArgs: serverArgs, HubAPIServerArgs: sc.hubAPIServerArgs(),
-		ControllerEnv: softMemoryLimit(sc.ControllerMemoryLimit), ServerEnv: softMemoryLimit(sc.ServerMemoryLimit),
+		PostgresSettings: sc.postgresSettings(),
+		ControllerEnv:    softMemoryLimit(sc.ControllerMemoryLimit), ServerEnv: softMemoryLimit(sc.ServerMemoryLimit),
 		Progress: func(s string) { sc.Log("%s", s) },
 	})
 	if err != nil {
@@ -240,10 +241,24 @@ func (sc Scenario) profiler(f *localfleet.System, ports map[string]int) (*profil
 		return nil, err
 	}
 	p.add("kube-apiserver", hub, f.Env.Hub.Config().Host+"/debug/pprof/")
+	if f.Env.Postgres != nil {
+		p.postgres = f.Env.Postgres.URL("argocd_pull")
+		if err := enableStatements(context.Background(), p.postgres); err != nil {
+			return nil, fmt.Errorf("pg_stat_statements: %w", err)
+		}
+	}
 	if sc.BenchmarkPprof != "" {
 		p.add("benchmark", local, sc.BenchmarkPprof)
 	}
 	return p, nil
+}
+
+// postgresSettings are the fleet's extra PostgreSQL settings: with -pprof, pg_stat_statements.
+func (sc Scenario) postgresSettings() []string {
+	if !sc.Pprof {
+		return nil
+	}
+	return postgresStatementSettings
 }
 
 // noWatchCacheCompaction is how often the hub apiserver compacts etcd when it runs without the watch cache of
