@@ -4,16 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
 // batcher groups concurrent requests into one call of flush: while a flush runs, new requests queue, and
-// the next flush takes all of them (up to max). Each caller waits for its own result.
+// the next flush takes all of them (up to max). A batch also waits up to linger after its first request for
+// more to come (group commit): without it, requests that arrive a few milliseconds apart are flushed one by one,
+// each a transaction of its own. One worker gathers at a time, so that waiting workers do not split the
+// requests between them; the others flush meanwhile. Each caller waits for its own result.
 type batcher[In, Out any] struct {
 	calls   chan *batchCall[In, Out]
 	flush   func(ctx context.Context, in []In) ([]Out, error)
 	max     int
 	timeout time.Duration
+	linger  time.Duration
+	// gathering is held by the worker that gathers the next batch.
+	gathering sync.Mutex
 	// stopped is closed when the flushing goroutines stop: a queued request then has no result to wait for.
 	stopped chan struct{}
 }
@@ -28,9 +35,9 @@ type batchCall[In, Out any] struct {
 	done chan struct{}
 }
 
-func newBatcher[In, Out any](max int, timeout time.Duration, flush func(ctx context.Context, in []In) ([]Out, error)) *batcher[In, Out] {
+func newBatcher[In, Out any](max int, timeout, linger time.Duration, flush func(ctx context.Context, in []In) ([]Out, error)) *batcher[In, Out] {
 	return &batcher[In, Out]{calls: make(chan *batchCall[In, Out], 4*max), flush: flush, max: max, timeout: timeout,
-		stopped: make(chan struct{})}
+		linger: linger, stopped: make(chan struct{})}
 }
 
 // run starts the flushing goroutines; they stop when ctx ends.
@@ -67,24 +74,52 @@ func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
 
 func (b *batcher[In, Out]) loop(ctx context.Context) {
 	for {
-		var first *batchCall[In, Out]
-		select {
-		case <-ctx.Done():
+		batch := b.gather(ctx)
+		if batch == nil {
 			return
-		case first = <-b.calls:
-		}
-		batch := []*batchCall[In, Out]{first}
-	drain:
-		for len(batch) < b.max {
-			select {
-			case c := <-b.calls:
-				batch = append(batch, c)
-			default:
-				break drain
-			}
 		}
 		b.flushBatch(ctx, batch)
 	}
+}
+
+// gather takes the next batch: the first request, those queued behind it, and those that come within linger
+// of the first, up to max. It returns nil when ctx ends before a first request; a batch begun is returned
+// (and flushed) when ctx ends, since its requests are taken.
+func (b *batcher[In, Out]) gather(ctx context.Context) []*batchCall[In, Out] {
+	b.gathering.Lock()
+	defer b.gathering.Unlock()
+	var first *batchCall[In, Out]
+	select {
+	case <-ctx.Done():
+		return nil
+	case first = <-b.calls:
+	}
+	batch := []*batchCall[In, Out]{first}
+drain:
+	for len(batch) < b.max {
+		select {
+		case c := <-b.calls:
+			batch = append(batch, c)
+		default:
+			break drain
+		}
+	}
+	if b.linger <= 0 || len(batch) >= b.max {
+		return batch
+	}
+	timer := time.NewTimer(b.linger)
+	defer timer.Stop()
+	for len(batch) < b.max {
+		select {
+		case c := <-b.calls:
+			batch = append(batch, c)
+		case <-timer.C:
+			return batch
+		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
 }
 
 func (b *batcher[In, Out]) flushBatch(ctx context.Context, batch []*batchCall[In, Out]) {

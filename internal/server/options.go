@@ -56,6 +56,9 @@ type Options struct {
 	AgentQueueLength          int
 	AgentSendTimeout          time.Duration
 	ShutdownTimeout           time.Duration
+	// StoreBatchWait is how long a batch of spec or status writes waits after its first write for more before
+	// it is committed (0: no wait; the writes queued while a commit runs still go together).
+	StoreBatchWait time.Duration
 
 	// Console opens the hub console's doors for argocd-server (package console).
 	Console console.Options
@@ -86,6 +89,7 @@ func NewOptions() *Options {
 		AgentQueueLength:          100,
 		AgentSendTimeout:          30 * time.Second,
 		ShutdownTimeout:           20 * time.Second,
+		StoreBatchWait:            20 * time.Millisecond,
 		CredentialsReloadInterval: 10 * time.Second,
 		Console:                   console.NewOptions(),
 	}
@@ -123,6 +127,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.AgentQueueLength, "agent-queue-length", o.AgentQueueLength, "Specs queued per agent subscription")
 	fs.DurationVar(&o.AgentSendTimeout, "agent-send-timeout", o.AgentSendTimeout, "An agent subscription whose queue stays full this long is closed (the agent resyncs)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "Time given to in-flight requests on shutdown")
+	fs.DurationVar(&o.StoreBatchWait, "store-batch-wait", o.StoreBatchWait,
+		"How long a batch of spec or status writes waits after its first write for more, before its one transaction (0: no wait)")
 	o.Console.AddFlags(fs)
 	o.envErr = envflag.Apply(fs, EnvPrefix)
 }
@@ -151,6 +157,9 @@ func (o *Options) Validate() error {
 	errs = append(errs, positive("--max-event-bytes", o.MaxEventBytes), positive("--max-resync-bytes", o.MaxResyncBytes),
 		positive("--max-page-size", o.MaxPageSize), positive("--source-queue-length", o.SourceQueueLength),
 		positive("--agent-queue-length", o.AgentQueueLength), positive("--database-max-conns", int(o.DatabaseMaxConns)))
+	if o.StoreBatchWait < 0 || o.StoreBatchWait > time.Second {
+		errs = append(errs, errors.New("--store-batch-wait must be between 0 and 1s"))
+	}
 	if o.StreamHeartbeatInterval < time.Second {
 		errs = append(errs, errors.New("--stream-heartbeat-interval must be at least 1s"))
 	}

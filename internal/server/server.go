@@ -220,11 +220,11 @@ func (s *Server) serveHTTP(ctx context.Context, tlsConfig *tls.Config) {
 func (s *Server) startServing(ctx, waitCtx context.Context, tlsConfig *tls.Config) error {
 	s.dispatch = newDispatcher(s.streams, s.metrics, 8, s.opts.SourceSendTimeout, s.opts.AgentSendTimeout)
 	s.dispatch.run(ctx)
-	s.specs = newBatcher(500, 30*time.Second, func(ctx context.Context, in []store.SpecWrite) ([]store.SpecResult, error) {
+	s.specs = newBatcher(500, 30*time.Second, s.opts.StoreBatchWait, func(ctx context.Context, in []store.SpecWrite) ([]store.SpecResult, error) {
 		return s.store.ApplySpecs(ctx, in, s.opts.AutoRegisterConsumers)
 	})
 	s.specs.run(ctx, 2)
-	s.statuses = newBatcher(500, 30*time.Second, s.store.ApplyStatuses)
+	s.statuses = newBatcher(500, 30*time.Second, s.opts.StoreBatchWait, s.store.ApplyStatuses)
 	s.statuses.run(ctx, 2)
 
 	// Nothing is served before the feed listens: a change another instance commits after a client
