@@ -64,7 +64,9 @@ func (p *profiler) writeStatements(ctx context.Context, phase string) {
 		}
 		defer r.Close()
 		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(w, "total s\tshare\tcalls\tmean ms\trows\tbuffers\tWAL KiB\t statement")
+		if _, err := fmt.Fprintln(w, "total s\tshare\tcalls\tmean ms\trows\tbuffers\tWAL KiB\t statement"); err != nil {
+			return err
+		}
 		for r.Next() {
 			var n, rws, blks, wal int64
 			var tot, mean float64
@@ -75,7 +77,10 @@ func (p *profiler) writeStatements(ctx context.Context, phase string) {
 			if len(query) > 160 {
 				query = query[:160] + "…"
 			}
-			fmt.Fprintf(w, "%.2f\t%.1f %%\t%d\t%.3f\t%d\t%d\t%d\t %s\n", tot/1000, 100*tot/max(total, 1e-9), n, mean, rws, blks, wal/1024, query)
+			if _, err := fmt.Fprintf(w, "%.2f\t%.1f %%\t%d\t%.3f\t%d\t%d\t%d\t %s\n",
+				tot/1000, 100*tot/max(total, 1e-9), n, mean, rws, blks, wal/1024, query); err != nil {
+				return err
+			}
 		}
 		if err := r.Err(); err != nil {
 			return err

@@ -101,7 +101,8 @@ type Result struct {
 	// LatencySlowest are the slowest changes, slowest first.
 	LatencySlowest []slowChange `json:",omitempty"`
 	// LatencyRequests are the hub apiserver's requests while latency was measured.
-	LatencyRequests         requestCounts `json:",omitempty"`
+	LatencyRequests requestCounts `json:",omitempty"`
+
 	DeleteWorks, DeleteApps time.Duration
 	// DeleteRequests and DeleteProcessCPU are the hub apiserver's requests and each process's CPU seconds
 	// from the delete of the ApplicationSets until nothing was left.
