@@ -290,7 +290,7 @@ func TestPostgresStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(query string) {
-		if err := withPostgres(ctx, url, func(conn *pgx.Conn) error {
+		if err := withPostgres(ctx, url, func(ctx context.Context, conn *pgx.Conn) error {
 			_, err := conn.Exec(ctx, query)
 			return err
 		}); err != nil {
@@ -322,7 +322,7 @@ func TestPostgresStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	var libraries string
-	if err := withPostgres(ctx, url, func(conn *pgx.Conn) error {
+	if err := withPostgres(ctx, url, func(ctx context.Context, conn *pgx.Conn) error {
 		return conn.QueryRow(ctx, "SHOW shared_preload_libraries").Scan(&libraries)
 	}); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ const statementsShown = 25
 
 // enableStatements creates the pg_stat_statements view in the database at url.
 func enableStatements(ctx context.Context, url string) error {
-	return withPostgres(ctx, url, func(conn *pgx.Conn) error {
+	return withPostgres(ctx, url, func(ctx context.Context, conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
 		return err
 	})
@@ -32,7 +32,7 @@ func (p *profiler) resetStatements(ctx context.Context) {
 	if p == nil || p.postgres == "" {
 		return
 	}
-	err := withPostgres(ctx, p.postgres, func(conn *pgx.Conn) error {
+	err := withPostgres(ctx, p.postgres, func(ctx context.Context, conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, "SELECT pg_stat_statements_reset()")
 		return err
 	})
@@ -48,7 +48,7 @@ func (p *profiler) writeStatements(ctx context.Context, phase string) {
 		return
 	}
 	var b strings.Builder
-	err := withPostgres(ctx, p.postgres, func(conn *pgx.Conn) error {
+	err := withPostgres(ctx, p.postgres, func(ctx context.Context, conn *pgx.Conn) error {
 		var calls, rows int64
 		var total float64
 		if err := conn.QueryRow(ctx, `SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 0),
@@ -96,7 +96,8 @@ func (p *profiler) writeStatements(ctx context.Context, phase string) {
 	}
 }
 
-func withPostgres(ctx context.Context, url string, f func(*pgx.Conn) error) error {
+// withPostgres runs f on a connection of its own to the database at url, connection and f bounded together.
+func withPostgres(ctx context.Context, url string, f func(context.Context, *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
@@ -104,5 +105,5 @@ func withPostgres(ctx context.Context, url string, f func(*pgx.Conn) error) erro
 		return err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	return f(conn)
+	return f(ctx, conn)
 }

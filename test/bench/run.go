@@ -708,13 +708,10 @@ func countWorks(ctx context.Context, f *localfleet.System) (int, error) {
 }
 
 func postgresSize(ctx context.Context, f *localfleet.System) (int64, error) {
-	conn, err := pgx.Connect(ctx, f.Env.Postgres.URL("argocd_pull"))
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = conn.Close(ctx) }()
 	var size int64
-	err = conn.QueryRow(ctx, "SELECT pg_database_size('argocd_pull')").Scan(&size)
+	err := withPostgres(ctx, f.Env.Postgres.URL("argocd_pull"), func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, "SELECT pg_database_size('argocd_pull')").Scan(&size)
+	})
 	return size, err
 }
 
