@@ -81,15 +81,27 @@ func (s *pgStore) LiveInstances(ctx context.Context, timeout time.Duration) (n i
 	return n, nil
 }
 
+// The sweep's queries over resources. Each runs every sweep on every server, so each reads an index that holds
+// the rows it looks for (resources_undelivered_idx, resources_undelivered_age_idx, resources_deleting_idx) and
+// never the whole table; TestSweepQueriesUseIndexes holds them to that.
+const (
+	republishUndeliveredQuery = `UPDATE resources SET published_at = now(), republish_count = republish_count + 1
+		WHERE id IN (SELECT id FROM resources
+			WHERE (status_version IS NULL OR status_version <> version) AND published_at < now() - ($1 * interval '1 millisecond')
+			ORDER BY published_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+		RETURNING id, consumer_name, version`
+	countUndeliveredQuery = `SELECT count(*) FROM resources
+		WHERE (status_version IS NULL OR status_version <> version) AND updated_at < now() - ($1 * interval '1 millisecond')`
+	countStuckDeletesQuery = `SELECT count(*) FROM resources WHERE deleted_at < now() - ($1 * interval '1 millisecond')`
+	listStuckDeletesQuery  = `SELECT id, consumer_name, source, deleted_at FROM resources
+		WHERE deleted_at < now() - ($1 * interval '1 millisecond') ORDER BY deleted_at LIMIT $2`
+)
+
 func (s *pgStore) RepublishUndelivered(ctx context.Context, olderThan time.Duration, limit int) (list []Republished, err error) {
 	ctx, end := s.begin(ctx, "republish_undelivered", &err)
 	defer end()
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `UPDATE resources SET published_at = now(), republish_count = republish_count + 1
-			WHERE id IN (SELECT id FROM resources
-				WHERE (status_version IS NULL OR status_version <> version) AND published_at < now() - ($1 * interval '1 millisecond')
-				ORDER BY published_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-			RETURNING id, consumer_name, version`, olderThan.Milliseconds(), limit)
+		rows, err := tx.Query(ctx, republishUndeliveredQuery, olderThan.Milliseconds(), limit)
 		if err != nil {
 			return err
 		}
@@ -115,9 +127,7 @@ func (s *pgStore) RepublishUndelivered(ctx context.Context, olderThan time.Durat
 func (s *pgStore) CountUndelivered(ctx context.Context, olderThan time.Duration) (n int, err error) {
 	ctx, end := s.begin(ctx, "count_undelivered", &err)
 	defer end()
-	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM resources
-		WHERE (status_version IS NULL OR status_version <> version) AND updated_at < now() - ($1 * interval '1 millisecond')`,
-		olderThan.Milliseconds()).Scan(&n)
+	err = s.pool.QueryRow(ctx, countUndeliveredQuery, olderThan.Milliseconds()).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count undelivered specs: %w", err)
 	}
@@ -127,12 +137,11 @@ func (s *pgStore) CountUndelivered(ctx context.Context, olderThan time.Duration)
 func (s *pgStore) StuckDeletes(ctx context.Context, olderThan time.Duration, limit int) (n int, list []StuckDelete, err error) {
 	ctx, end := s.begin(ctx, "stuck_deletes", &err)
 	defer end()
-	err = s.pool.QueryRow(ctx, "SELECT count(*) FROM resources WHERE deleted_at < now() - ($1 * interval '1 millisecond')", olderThan.Milliseconds()).Scan(&n)
+	err = s.pool.QueryRow(ctx, countStuckDeletesQuery, olderThan.Milliseconds()).Scan(&n)
 	if err != nil {
 		return 0, nil, fmt.Errorf("count stuck deletes: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, consumer_name, source, deleted_at FROM resources
-		WHERE deleted_at < now() - ($1 * interval '1 millisecond') ORDER BY deleted_at LIMIT $2`, olderThan.Milliseconds(), limit)
+	rows, err := s.pool.Query(ctx, listStuckDeletesQuery, olderThan.Milliseconds(), limit)
 	if err != nil {
 		return 0, nil, fmt.Errorf("list stuck deletes: %w", err)
 	}

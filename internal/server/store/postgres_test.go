@@ -437,6 +437,54 @@ func TestInstancesAndSweeps(t *testing.T) {
 
 // TestAgentSubscriptions: a consumer counts the agent subscriptions open on the live instances; a subscription
 // forgotten, or its instance gone, no longer counts.
+// TestSweepQueriesUseIndexes plans the sweep's queries, which every server runs every 30 s, with sequential scans
+// priced out: each must read an index of the rows it looks for, not the whole table, which at 150,000 resources
+// took the undelivered count 75-125 ms before it had one. A query whose filter no longer matches an index's
+// predicate, or an index dropped, shows as a sequential scan of resources.
+func TestSweepQueriesUseIndexes(t *testing.T) {
+	ctx := context.Background()
+	s, url := newTestStore(t, "a")
+	if err := s.EnsureConsumer(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		mustApplySpecs(t, s, spec(fmt.Sprintf("r%d", i), "c1", 0, `{}`))
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	if _, err := conn.Exec(ctx, "ANALYZE resources"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SET enable_seqscan = off"); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []struct {
+		name, query, index string
+		args               []any
+	}{
+		{"republish undelivered", republishUndeliveredQuery, "resources_undelivered_idx", []any{int64(1000), 10}},
+		{"count undelivered", countUndeliveredQuery, "resources_undelivered_age_idx", []any{int64(1000)}},
+		{"count stuck deletes", countStuckDeletesQuery, "resources_deleting_idx", []any{int64(1000)}},
+		{"list stuck deletes", listStuckDeletesQuery, "resources_deleting_idx", []any{int64(1000), 10}},
+	} {
+		rows, err := conn.Query(ctx, "EXPLAIN "+q.query, q.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", q.name, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("%s: %v", q.name, err)
+		}
+		plan := strings.Join(lines, "\n")
+		if strings.Contains(plan, "Seq Scan on resources") || !strings.Contains(plan, q.index) {
+			t.Errorf("%s: want a scan of %s, not of the table; plan:\n%s", q.name, q.index, plan)
+		}
+	}
+}
+
 func TestAgentSubscriptions(t *testing.T) {
 	ctx := context.Background()
 	a, url := newTestStore(t, "a")
