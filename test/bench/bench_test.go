@@ -9,11 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
@@ -106,6 +109,38 @@ func TestSmallBenchmark(t *testing.T) {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
+	}
+}
+
+// TestCountEventWriters: the Events last written in the rest window, by the component that wrote them (the
+// reporting controller, else the source), whatever time field carries the last write; earlier and later ones
+// are left out.
+func TestCountEventWriters(t *testing.T) {
+	start := time.Date(2026, 11, 29, 10, 33, 54, 500e6, time.UTC)
+	end := start.Add(time.Minute)
+	at := func(d time.Duration) metav1.Time { return metav1.NewTime(start.Add(d)) }
+	events := []corev1.Event{
+		{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: at(-time.Hour)}, LastTimestamp: at(10 * time.Second),
+			Source: corev1.EventSource{Component: "placement-controller"}},
+		{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: at(20 * time.Second)}, Source: corev1.EventSource{Component: "placement-controller"}},
+		// Its times have a second's resolution: 10:33:54 is in a window that starts at 10:33:54.5.
+		{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: at(-500 * time.Millisecond)}, ReportingController: "argocd-pull"},
+		{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: at(-time.Hour)}, EventTime: metav1.NewMicroTime(start.Add(30 * time.Second))},
+		{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: at(-time.Hour)}, ReportingController: "series",
+			Series: &corev1.EventSeries{Count: 3, LastObservedTime: metav1.NewMicroTime(start.Add(40 * time.Second))}},
+		{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: at(-time.Hour)}, LastTimestamp: at(-2 * time.Second), ReportingController: "before"},
+		{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: at(2 * time.Minute)}, ReportingController: "after"},
+	}
+	got := countEventWriters(events, start, end)
+	want := map[string]int{"placement-controller": 2, "argocd-pull": 1, "unknown": 1, "series": 1}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("writers: got %v, want %v", got, want)
+	}
+	if text := eventWritersText(got); text != "; placement-controller 2, argocd-pull 1, series 1, unknown 1" {
+		t.Errorf("text: %q", text)
+	}
+	if text := eventWritersText(nil); text != "" {
+		t.Errorf("text of none: %q", text)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -172,6 +173,56 @@ func clientFor(cfg *rest.Config, qps float32, burst int) (client.Client, error) 
 	// Argo CD's own finalizer name draws an apiserver warning on every create; 150,000 of them are noise in the log.
 	cfg.WarningHandler = rest.NoWarnings{}
 	return client.New(cfg, client.Options{Scheme: hubmanager.Scheme()})
+}
+
+// eventWriters counts the Events the hub took between start and end, by the component that wrote them.
+func eventWriters(ctx context.Context, cfg *rest.Config, start, end time.Time) (map[string]int, error) {
+	c, err := clientFor(cfg, 50, 100)
+	if err != nil {
+		return nil, err
+	}
+	var events []corev1.Event
+	list := &corev1.EventList{}
+	for {
+		if err := c.List(ctx, list, client.Limit(500), client.Continue(list.Continue)); err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		events = append(events, list.Items...)
+		if list.Continue == "" {
+			return countEventWriters(events, start, end), nil
+		}
+	}
+}
+
+// countEventWriters counts the events last written between start and end (their times have a second's
+// resolution, so start is taken down to its second) by the component that wrote them.
+func countEventWriters(events []corev1.Event, start, end time.Time) map[string]int {
+	writers := map[string]int{}
+	from := start.Truncate(time.Second)
+	for i := range events {
+		e := &events[i]
+		last := e.CreationTimestamp.Time
+		for _, t := range []time.Time{e.LastTimestamp.Time, e.EventTime.Time} {
+			if t.After(last) {
+				last = t
+			}
+		}
+		if e.Series != nil && e.Series.LastObservedTime.After(last) {
+			last = e.Series.LastObservedTime.Time
+		}
+		if last.Before(from) || last.After(end) {
+			continue
+		}
+		writer := e.ReportingController
+		if writer == "" {
+			writer = e.Source.Component
+		}
+		if writer == "" {
+			writer = "unknown"
+		}
+		writers[writer]++
+	}
+	return writers
 }
 
 // appSetName names the k-th ApplicationSet.

@@ -124,8 +124,8 @@ func markdown(results []*Result, command, machine string) string {
 	row("at rest: status events / min", func(r *Result) string {
 		return ifMeasured(r.Synced != 0, fmt.Sprintf("%.0f", r.RestStatusEvents))
 	})
-	row("at rest: hub writes / min (without the apiserver's own lease renewals)", func(r *Result) string {
-		return ifMeasured(r.Synced != 0, fmt.Sprintf("%.0f", r.RestHubWrites))
+	row("at rest: hub writes / min (without the apiserver's own lease renewals); Events written, by writer", func(r *Result) string {
+		return ifMeasured(r.Synced != 0, fmt.Sprintf("%.0f", r.RestHubWrites)+eventWritersText(r.RestEventWriters))
 	})
 	row("status latency p50 / p99 (churn)", func(r *Result) string {
 		if r.LatencySamples == 0 {
@@ -326,3 +326,25 @@ func ifMeasured(measured bool, value string) string {
 func ms(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+// eventWritersText is "; placement-controller 20, …" for the Events written at rest, most first.
+func eventWritersText(writers map[string]int) string {
+	if len(writers) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(writers))
+	for name := range writers {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if writers[names[i]] != writers[names[j]] {
+			return writers[names[i]] > writers[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %d", name, writers[name])
+	}
+	return "; " + strings.Join(parts, ", ")
+}

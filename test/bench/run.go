@@ -92,6 +92,10 @@ type Result struct {
 	RestStatusEvents, RestHubWrites float64 // per minute
 	// RestHubWritesByResource are the writes at rest per minute by resource.
 	RestHubWritesByResource        map[string]float64
+	// RestEventWriters counts the Events written at rest by the component that wrote them: the hub takes
+	// Events from OCM's and Kubernetes' own controllers too (the placement controller's rescheduling on its
+	// informers' resync, say), and these say whose they are.
+	RestEventWriters map[string]int
 	LatencyP50, LatencyP99         time.Duration
 	LatencySamples, LatencyMissing int
 	// LatencyHubP99 is the p99 of the hub's part of the changes' way (from the agent's send to the hub
@@ -489,6 +493,7 @@ func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Confi
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	startStats, err := s.stats(ctx)
 	if err != nil {
 		return err
@@ -515,7 +520,13 @@ func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Confi
 			res.RestHubWrites += n
 		}
 	}
-	sc.Log("at rest: %.1f status events/min, %.1f hub writes/min %v", res.RestStatusEvents, res.RestHubWrites, res.RestHubWritesByResource)
+	if delta.writesByResource(1)["events"] > 0 {
+		if res.RestEventWriters, err = eventWriters(ctx, hub, start, time.Now()); err != nil {
+			return err
+		}
+	}
+	sc.Log("at rest: %.1f status events/min, %.1f hub writes/min %v, Events by writer %v", res.RestStatusEvents,
+		res.RestHubWrites, res.RestHubWritesByResource, res.RestEventWriters)
 	return nil
 }
 
