@@ -91,11 +91,11 @@ type Result struct {
 	Settled                         time.Duration
 	RestStatusEvents, RestHubWrites float64 // per minute
 	// RestHubWritesByResource are the writes at rest per minute by resource.
-	RestHubWritesByResource        map[string]float64
+	RestHubWritesByResource map[string]float64
 	// RestEventWriters counts the Events written at rest by the component that wrote them: the hub takes
 	// Events from OCM's and Kubernetes' own controllers too (the placement controller's rescheduling on its
 	// informers' resync, say), and these say whose they are.
-	RestEventWriters map[string]int
+	RestEventWriters               map[string]int
 	LatencyP50, LatencyP99         time.Duration
 	LatencySamples, LatencyMissing int
 	// LatencyHubP99 is the p99 of the hub's part of the changes' way (from the agent's send to the hub
