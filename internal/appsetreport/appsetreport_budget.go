@@ -11,7 +11,8 @@ import (
 // writeBudget spreads the writes of large reports over time: the apiserver's cost of a write grows with the
 // object, and during a rollout of thousands of Applications every report changes at every interval. The
 // reports' writes together stay within a number of bytes per second; a write over budget is put off until
-// the budget has room, and the report is evaluated again then, so that the write shows the latest state.
+// the budget has room, and the report is evaluated again then, not before, so that the write shows the latest
+// state and no evaluation is spent on a state that is not written.
 // A report alone, or a small one, is still written at every interval.
 type writeBudget struct {
 	limiter *rate.Limiter
@@ -54,6 +55,17 @@ func (b *writeBudget) take(key types.NamespacedName, size int, now time.Time) ti
 	}
 	b.reserved[key] = now.Add(wait)
 	return wait
+}
+
+// pending returns how long until the report's put-off write is due, 0 when it has none or it is due: an
+// evaluation before then would find a state that is not written, so Reconcile waits for it instead.
+func (b *writeBudget) pending(key types.NamespacedName, now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if due, ok := b.reserved[key]; ok && due.After(now) {
+		return due.Sub(now)
+	}
+	return 0
 }
 
 // forget drops a report's reservation: it needs no write (it is up to date, or it goes).

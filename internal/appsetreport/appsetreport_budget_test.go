@@ -28,6 +28,16 @@ func TestWriteBudget(t *testing.T) {
 	if wait < 450*time.Millisecond || wait > 550*time.Millisecond {
 		t.Fatalf("a 500-byte write right after waits %v, want about 500ms", wait)
 	}
+	// Until its reservation is due the report is not evaluated at all; then it is.
+	if p := budget.pending(b, at(100*time.Millisecond)); p < 350*time.Millisecond || p > 450*time.Millisecond {
+		t.Fatalf("b pending after 100ms: %v, want about 400ms", p)
+	}
+	if p := budget.pending(b, at(wait)); p != 0 {
+		t.Fatalf("b pending when due: %v, want 0", p)
+	}
+	if p := budget.pending(a, now); p != 0 {
+		t.Fatalf("a, written at once, pending %v, want 0", p)
+	}
 	// Evaluated again before its reservation is due, the report still waits, and takes no more budget.
 	if again := budget.take(b, 500, at(100*time.Millisecond)); again < 350*time.Millisecond || again > 450*time.Millisecond {
 		t.Fatalf("b evaluated again after 100ms waits %v, want about 400ms", again)

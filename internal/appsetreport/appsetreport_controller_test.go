@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -467,17 +469,29 @@ func reportWrites(t *testing.T) float64 {
 }
 
 // roundTripFunc is an http.RoundTripper of a function.
+// counterValue reads a counter's value.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// TestReportWritesWithinBudget churns the Applications of three ApplicationSets at once with a write budget
+// TestReportWritesWithinBudget churns the Applications of six ApplicationSets at once with a write budget
 // that takes about two report writes per second, all reports together: without the budget they would be
-// written six times per second (each at every interval). Each report still ends with the last state.
+// written twelve times per second (each at every interval). Each report still ends with the last state, and a
+// report whose write is put off is not evaluated again before the write is due: about two evaluations per
+// write, not one per report and interval.
 func TestReportWritesWithinBudget(t *testing.T) {
 	const (
 		interval = 500 * time.Millisecond
-		sets     = 3
+		sets     = 6
 		apps     = 10
 		churn    = 6 * time.Second
 	)
@@ -513,6 +527,7 @@ func TestReportWritesWithinBudget(t *testing.T) {
 	}()
 
 	start := time.Now()
+	evaluated := counterValue(t, appsetreport.Evaluations)
 	var changes atomic.Int32
 	var wg sync.WaitGroup
 	for s := range sets {
@@ -549,13 +564,21 @@ func TestReportWritesWithinBudget(t *testing.T) {
 		})
 	}
 	total := time.Since(start)
+	evaluations := int(counterValue(t, appsetreport.Evaluations) - evaluated)
 	cancel()
 	// Two writes per second, one burst, and a write put off per report that came due after the churn.
 	maxWrites := int(math.Ceil(2*total.Seconds())) + 1 + sets
-	t.Logf("%d status changes; the reports were written %d times in %v (at most %d allowed, %d without the budget)",
-		changes.Load(), writes.Load(), total.Round(time.Millisecond), maxWrites, int(math.Ceil(total.Seconds()/interval.Seconds()))*sets)
+	t.Logf("%d status changes; the reports were written %d times in %v (at most %d allowed, %d without the budget) "+
+		"after %d evaluations (%d at every interval)", changes.Load(), writes.Load(), total.Round(time.Millisecond), maxWrites,
+		int(math.Ceil(total.Seconds()/interval.Seconds()))*sets, evaluations, int(math.Ceil(total.Seconds()/interval.Seconds()))*sets)
 	if int(writes.Load()) > maxWrites {
 		t.Errorf("%d report writes in %v, want at most %d", writes.Load(), total, maxWrites)
+	}
+	// One evaluation that puts a write off and one when it is due, for each write, and one per report that
+	// found it up to date at the end.
+	if maxEvaluations := 2*maxWrites + sets; evaluations > maxEvaluations {
+		t.Errorf("%d evaluations in %v, want at most %d: reports whose write was put off were evaluated before it was due",
+			evaluations, total, maxEvaluations)
 	}
 	if int(changes.Load()) < 5*maxWrites {
 		t.Errorf("only %d changes: the test did not churn", changes.Load())
