@@ -468,7 +468,6 @@ func reportWrites(t *testing.T) float64 {
 	return total
 }
 
-// roundTripFunc is an http.RoundTripper of a function.
 // counterValue reads a counter's value.
 func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	t.Helper()
@@ -479,6 +478,7 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
+// roundTripFunc is an http.RoundTripper of a function.
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

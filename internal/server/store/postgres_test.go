@@ -435,8 +435,6 @@ func TestInstancesAndSweeps(t *testing.T) {
 	}
 }
 
-// TestAgentSubscriptions: a consumer counts the agent subscriptions open on the live instances; a subscription
-// forgotten, or its instance gone, no longer counts.
 // TestSweepQueriesUseIndexes plans the sweep's queries, which every server runs every 30 s, with sequential scans
 // priced out: each must read an index of the rows it looks for, not the whole table, which at 150,000 resources
 // took the undelivered count 75-125 ms before it had one. A query whose filter no longer matches an index's
@@ -485,6 +483,8 @@ func TestSweepQueriesUseIndexes(t *testing.T) {
 	}
 }
 
+// TestAgentSubscriptions: a consumer counts the agent subscriptions open on the live instances; a subscription
+// forgotten, or its instance gone, no longer counts.
 func TestAgentSubscriptions(t *testing.T) {
 	ctx := context.Background()
 	a, url := newTestStore(t, "a")
