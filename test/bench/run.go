@@ -520,7 +520,7 @@ func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Confi
 			res.RestHubWrites += n
 		}
 	}
-	if delta.writesByResource(1)["events"] > 0 {
+	if res.RestHubWritesByResource["events"] > 0 {
 		if res.RestEventWriters, err = eventWriters(ctx, hub, start, time.Now()); err != nil {
 			return err
 		}

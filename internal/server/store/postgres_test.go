@@ -63,6 +63,17 @@ func openTestStore(t *testing.T, url, instance string) Store {
 	return s
 }
 
+// connect opens a connection of the test's own to the database at url, closed when the test ends.
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
 func spec(id, consumer string, version int64, body string) SpecWrite {
 	return SpecWrite{ID: id, Consumer: consumer, Source: "src", Name: "work-" + id, Version: version,
 		Meta: []byte(`{"name":"work-` + id + `"}`), Spec: []byte(body), Hash: body, Op: OpCreate}
@@ -111,11 +122,7 @@ func TestMigrateTwiceAndConcurrently(t *testing.T) {
 func TestPayloadCompression(t *testing.T) {
 	ctx := context.Background()
 	s, url := newTestStore(t, "a")
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close(ctx) }()
+	conn := connect(t, url)
 	var methods string
 	if err := conn.QueryRow(ctx, `SELECT string_agg(attname || '=' || attcompression::text, ',' ORDER BY attname)
 		FROM pg_attribute WHERE attrelid = 'resources'::regclass AND attname IN ('spec', 'status')`).Scan(&methods); err != nil {
@@ -448,11 +455,7 @@ func TestSweepQueriesUseIndexes(t *testing.T) {
 	for i := range 50 {
 		mustApplySpecs(t, s, spec(fmt.Sprintf("r%d", i), "c1", 0, `{}`))
 	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close(ctx) }()
+	conn := connect(t, url)
 	if _, err := conn.Exec(ctx, "ANALYZE resources"); err != nil {
 		t.Fatal(err)
 	}
