@@ -207,12 +207,16 @@ func withManifest(evt *cloudevents.Event, name string) *cloudevents.Event {
 	return evt
 }
 
+// statusTransition is the conditions' transition time in statusEvt: fixed, so that the same status sent twice
+// hashes the same even when a second turns between the two.
+var statusTransition = metav1.NewTime(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
+
 func statusEvt(cluster, id string, version int64, seq string) *cloudevents.Event {
 	et := types.CloudEventsType{CloudEventsDataType: dataType, SubResource: types.SubResourceStatus, Action: types.UpdateRequestAction}
 	evt := types.NewEventBuilder(cluster+"-agent", et).WithResourceID(id).WithResourceVersion(version).
 		WithClusterName(cluster).WithStatusUpdateSequenceID(seq).WithOriginalSource("hub").NewEvent()
 	_ = evt.SetData(cloudevents.ApplicationJSON, map[string]any{"conditions": []metav1.Condition{{Type: "Applied",
-		Status: metav1.ConditionTrue, Reason: "Applied", Message: seq, LastTransitionTime: metav1.Now()}}})
+		Status: metav1.ConditionTrue, Reason: "Applied", Message: seq, LastTransitionTime: statusTransition}}})
 	return &evt
 }
 
