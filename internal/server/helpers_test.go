@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/server/internal/testclients"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 var pg *loopback.Postgres
@@ -65,8 +65,7 @@ func run(m *testing.M) int {
 // testDB creates a database of the test's own.
 func testDB(t testing.TB) string {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_", "#", "_").Replace(t.Name()))
-	url, err := pg.CreateDatabase(context.Background(), name)
+	url, err := pg.CreateDatabase(context.Background(), testutil.DatabaseName(t))
 	if err != nil {
 		t.Fatal(err)
 	}

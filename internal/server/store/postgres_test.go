@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 var pg *loopback.Postgres
@@ -42,8 +43,7 @@ func run(m *testing.M) int {
 func newTestStore(t *testing.T, instance string) (Store, string) {
 	t.Helper()
 	ctx := context.Background()
-	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
-	url, err := pg.CreateDatabase(ctx, name)
+	url, err := pg.CreateDatabase(ctx, testutil.DatabaseName(t))
 	if err != nil {
 		t.Fatal(err)
 	}
