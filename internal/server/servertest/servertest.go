@@ -13,6 +13,7 @@ import (
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
 	"github.com/argocd-pull/argocd-pull/internal/server"
 	"github.com/argocd-pull/argocd-pull/internal/server/restapi"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 // Start runs a server on a new database until the test ends; configure, when given, changes its options
@@ -29,7 +30,7 @@ func Start(t testing.TB, pg *loopback.Postgres, configure ...func(*server.Option
 // NewDatabase creates a database of the test's own and returns its URL.
 func NewDatabase(t testing.TB, pg *loopback.Postgres) string {
 	t.Helper()
-	db, err := pg.CreateDatabase(context.Background(), fmt.Sprintf("servertest_%d", time.Now().UnixNano()))
+	db, err := pg.CreateDatabase(context.Background(), testutil.DatabaseName(t))
 	if err != nil {
 		t.Fatal(err)
 	}
