@@ -52,8 +52,10 @@ func (f *System) Kill(component string) error {
 	}
 	switch {
 	case component == ComponentController:
+		f.expectExit(f.controller)
 		f.controller.Kill()
 	case f.serverInstance(component) != nil:
+		f.expectExit(f.serverInstance(component).proc)
 		f.serverInstance(component).proc.Kill()
 	case component == ComponentPostgres && f.Env.Postgres != nil:
 		f.Env.Postgres.Kill()
@@ -75,8 +77,10 @@ func (f *System) Shutdown(component string) error {
 	case f.relays[component] != nil:
 		return f.Kill(component)
 	case component == ComponentController:
+		f.expectExit(f.controller)
 		f.controller.Stop(grace)
 	case f.serverInstance(component) != nil:
+		f.expectExit(f.serverInstance(component).proc)
 		f.serverInstance(component).proc.Stop(grace)
 	case component == ComponentPostgres && f.Env.Postgres != nil:
 		f.Env.Postgres.Shutdown()
@@ -118,6 +122,7 @@ func (f *System) Restart(ctx context.Context, component string) error {
 		return f.startControllerProcess()
 	case f.serverInstance(component) != nil:
 		s := f.serverInstance(component)
+		f.expectExit(s.proc)
 		return restartProcess(s.proc, func() error { return f.runServer(s) })
 	case component == ComponentPostgres && f.Env.Postgres != nil:
 		return f.Env.Postgres.Start(ctx)

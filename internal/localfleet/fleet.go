@@ -115,6 +115,18 @@ type System struct {
 	controllerHealth string
 	tokens           map[string]string
 	serverClient     *restapi.Client
+	// exits is what OnExit asked for.
+	exits exitWatch
+}
+
+// exitWatch calls its callback once, when a hub process it watches exits other than by the System's Kill,
+// Shutdown or Restart.
+type exitWatch struct {
+	mu       sync.Mutex
+	ctx      context.Context
+	exited   func(error)
+	once     sync.Once
+	expected map[*loopback.Process]bool
 }
 
 // Endpoints are the listeners of argocd-pull server.
@@ -440,6 +452,7 @@ func (f *System) startController(ctx context.Context) error {
 // startControllerProcess starts (or restarts) the hub controller's process.
 func (f *System) startControllerProcess() error {
 	if f.controller != nil {
+		f.expectExit(f.controller)
 		f.controller.Stop(10 * time.Second)
 	}
 	ports, err := loopback.FreePorts(2)
@@ -465,6 +478,7 @@ func (f *System) startControllerProcess() error {
 		return err
 	}
 	f.controller, f.controllerHealth = p, addr(ports[1])
+	f.watchExit(p)
 	return nil
 }
 
@@ -595,30 +609,62 @@ func (f *System) CAFile() string { return f.ca.CertFile }
 func (f *System) AdminTokenFile() string { return filepath.Join(f.Dir, "pki", "admin.token") }
 
 // OnExit calls exited, once, with the error of the first of the hub controller and the servers to exit before
-// ctx ends. The fleet does not restart them, as their Deployments would: whoever waits for the fleet to
-// converge (a benchmark) waits in vain once one of them is gone.
+// ctx ends, other than by Kill, Shutdown or Restart (a process these start is watched in its turn). The fleet
+// does not restart them, as their Deployments would: whoever waits for the fleet to converge (a benchmark)
+// waits in vain once one of them is gone.
 func (f *System) OnExit(ctx context.Context, exited func(error)) {
-	procs := []*loopback.Process{f.controller}
+	f.exits.mu.Lock()
+	f.exits.ctx, f.exits.exited = ctx, exited
+	f.exits.mu.Unlock()
+	f.watchExit(f.controller)
 	for _, s := range f.servers {
-		procs = append(procs, s.proc)
+		f.watchExit(s.proc)
 	}
-	var once sync.Once
-	for _, p := range procs {
-		if p == nil {
-			continue
-		}
-		go func() {
-			select {
-			case <-ctx.Done():
-			case <-p.Exited():
-				once.Do(func() { exited(p.ExitError()) })
+}
+
+// watchExit tells OnExit's callback when p exits, unless expectExit said it would.
+func (f *System) watchExit(p *loopback.Process) {
+	w := &f.exits
+	w.mu.Lock()
+	ctx, exited := w.ctx, w.exited
+	w.mu.Unlock()
+	if p == nil || exited == nil {
+		return
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-p.Exited():
+			w.mu.Lock()
+			expected := w.expected[p]
+			w.mu.Unlock()
+			if !expected {
+				w.once.Do(func() { exited(p.ExitError()) })
 			}
-		}()
+		}
+	}()
+}
+
+// expectExit tells OnExit's watch that p is being stopped on purpose.
+func (f *System) expectExit(p *loopback.Process) {
+	if p == nil {
+		return
 	}
+	f.exits.mu.Lock()
+	defer f.exits.mu.Unlock()
+	if f.exits.expected == nil {
+		f.exits.expected = map[*loopback.Process]bool{}
+	}
+	f.exits.expected[p] = true
 }
 
 // ControllerPid and ServerPid are the process IDs of the hub controller and the server (0 when not running).
 func (f *System) ControllerPid() int { return pid(f.controller) }
+
+// ServerMetrics returns the URL of the first server instance's metrics and the client that reads them.
+func (f *System) ServerMetrics() (string, *http.Client) {
+	return "https://" + f.Server.HTTP + "/metrics", f.serverClient.HTTPClient()
+}
 
 // ServerPid is the process ID of argocd-pull server.
 func (f *System) ServerPid() int {

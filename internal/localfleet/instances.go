@@ -109,6 +109,7 @@ func (f *System) runSimulator(s *simulatorProcess) error {
 		return err
 	}
 	s.proc = p
+	f.watchExit(p)
 	return nil
 }
 

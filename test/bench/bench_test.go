@@ -42,7 +42,7 @@ func TestSmallBenchmark(t *testing.T) {
 		sc := Scenario{Transport: tr, Clusters: 20, AppSets: 10, Concurrency: 16, QPS: 500, Burst: 1000,
 			SyncDelay: time.Second, Settle: 6 * time.Second, RestPeriod: 10 * time.Second, Latency: 10 * time.Second, LatencyRate: 5,
 			Binary: bin, Dir: filepath.Join(dir, tr), Log: func(f string, a ...any) { t.Logf(tr+": "+f, a...) },
-			Console: tr == "grpc"}
+			Console: tr == "grpc", Restart: true}
 		r, err := run(ctx, sc)
 		if err != nil {
 			t.Fatalf("%s: %v", tr, err)
@@ -90,6 +90,17 @@ func TestSmallBenchmark(t *testing.T) {
 			r.Console.TreeP50 <= 0 || r.Console.LiveP50 <= 0 || r.Console.ServerRSSBytes == 0) {
 			t.Errorf("%s: console %+v", tr, r.Console)
 		}
+		// A restarted controller or server learns the fleet again and writes nothing to the hub, and delivers
+		// nothing to the clusters, that is already there.
+		if want := map[string]int{"grpc": 2, "kube": 1}[tr]; len(r.Restarts) != want {
+			t.Errorf("%s: %d restarts measured, want %d", tr, len(r.Restarts), want)
+		}
+		for _, rr := range r.Restarts {
+			if rr.Ready <= 0 || rr.CaughtUp < rr.Ready || rr.Settled < rr.CaughtUp || rr.applicationWrites() != 0 ||
+				rr.WorksApplied != 0 || rr.ProcessCPU[rr.Process] <= 0 || rr.PeakRSS == 0 {
+				t.Errorf("%s: restart of the %s: %+v", tr, rr.Process, rr)
+			}
+		}
 		results = append(results, r)
 	}
 	for _, plot := range []func([]*Result, string) error{plotProgress, plotMemory} {
@@ -105,7 +116,8 @@ func TestSmallBenchmark(t *testing.T) {
 		t.Fatalf("results do not encode: %v", err)
 	}
 	table := markdown(results, "test", loopback.Machine())
-	for _, want := range []string{"20 × 10, grpc", "20 × 10, kube", "ratio to the floor", "controller: peak RSS", "delete: ratio to the delete floor"} {
+	for _, want := range []string{"20 × 10, grpc", "20 × 10, kube", "ratio to the floor", "controller: peak RSS", "delete: ratio to the delete floor",
+		"controller restarted at rest", "server restarted at rest"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}

@@ -157,6 +157,29 @@ func markdown(results []*Result, command, machine string) string {
 		}
 		return fmt.Sprintf("%s / %s", ms(r.Console.LiveP50), ms(r.Console.LiveP99))
 	})
+	for _, process := range []string{"controller", "server"} {
+		restart := func(r *Result) (restartResult, bool) {
+			for _, rr := range r.Restarts {
+				if rr.Process == process {
+					return rr, true
+				}
+			}
+			return restartResult{}, false
+		}
+		row(process+" restarted at rest (SIGKILL): ready; caught up; the hub quiet again", func(r *Result) string {
+			rr, ok := restart(r)
+			return ifMeasured(ok, fmt.Sprintf("%s; %s; %s", dur(rr.Ready), dur(rr.CaughtUp), dur(rr.Settled)))
+		})
+		row("  its hub writes by resource; works applied and statuses sent by the clusters", func(r *Result) string {
+			rr, ok := restart(r)
+			return ifMeasured(ok, fmt.Sprintf("%s; %.0f, %.0f", writesText(rr.HubWrites), rr.WorksApplied, rr.StatusUpdates))
+		})
+		row("  hub-side CPU ms per Application (of which the "+process+"); its peak RSS", func(r *Result) string {
+			rr, ok := restart(r)
+			n := float64(r.Applications)
+			return ifMeasured(ok, fmt.Sprintf("%.2f (%.2f); %s", 1000*hubSide(rr.ProcessCPU)/n, 1000*rr.ProcessCPU[process]/n, mib(rr.PeakRSS)))
+		})
+	}
 	row("delete: no work left", func(r *Result) string { return dur(r.DeleteWorks) })
 	row("delete: no Application anywhere", func(r *Result) string { return dur(r.DeleteApps) })
 	row("delete floor: delete + finalizer off per Application", func(r *Result) string { return dur(r.DeleteFloor) })
@@ -321,6 +344,28 @@ func ifMeasured(measured bool, value string) string {
 		return "–"
 	}
 	return value
+}
+
+// writesText is "applications 2, leases 3" for writes by resource, most first; "none" without any.
+func writesText(writes map[string]float64) string {
+	if len(writes) == 0 {
+		return "none"
+	}
+	resources := make([]string, 0, len(writes))
+	for r := range writes {
+		resources = append(resources, r)
+	}
+	sort.Slice(resources, func(i, j int) bool {
+		if writes[resources[i]] != writes[resources[j]] {
+			return writes[resources[i]] > writes[resources[j]]
+		}
+		return resources[i] < resources[j]
+	})
+	parts := make([]string, len(resources))
+	for i, r := range resources {
+		parts[i] = fmt.Sprintf("%s %.0f", r, writes[r])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }

@@ -47,6 +47,9 @@ type Scenario struct {
 	// Console has the simulated clusters open the console stream (sim --console) and argocd-pull server
 	// serve the hub console's doors, whose latency is then measured at rest (Maestro mode).
 	Console bool
+	// Restart restarts the controller and (Maestro mode) the server at rest, one after the other, and measures
+	// what each took to catch up and what it wrote (measureRestart).
+	Restart bool
 	// Pprof serves the Go profiles of the controller and the server on loopback ports and, with PprofDir,
 	// collects theirs, the hub apiserver's and the simulator's: CPU while the Applications are created and
 	// synced and while they are deleted, heap once they are Synced/Healthy and at rest.
@@ -136,7 +139,9 @@ type Result struct {
 	FloorAppBytes, AppBytes int
 	PostgresBytes           int64
 	// Console is the console measurement (Scenario.Console), nil without it.
-	Console  *consoleResult
+	Console *consoleResult
+	// Restarts are the restarts of the controller and (Maestro mode) the server at rest, in that order.
+	Restarts []restartResult `json:",omitempty"`
 	Timeline []sample
 	// Stopped says why the run ended before its last step; empty when it finished.
 	Stopped string
@@ -471,6 +476,17 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 		}
 	}
 	record()
+	if sc.Restart {
+		components := []string{localfleet.ComponentController}
+		if sc.Transport == workclient.TransportGRPC {
+			components = append(components, localfleet.ComponentServer)
+		}
+		for _, c := range components {
+			if err := measureRestart(ctx, sc, f, simFleet, hubCfg, c, res); err != nil {
+				return err
+			}
+		}
+	}
 	defer prof.cpu(ctx, "delete")()
 	return measureDelete(ctx, sc, f, c, sets, simFleet, t, res)
 }
@@ -483,7 +499,7 @@ type slowChange struct {
 // measureRest counts status events and hub writes while nothing changes on the clusters. The hub apiserver
 // renews its own identity lease every ten seconds; those writes are counted apart.
 func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Config, res *Result) error {
-	settled, err := settle(ctx, sc, hub)
+	settled, err := settle(ctx, sc, hub, "every Application was Synced/Healthy")
 	if err != nil {
 		return err
 	}
@@ -536,7 +552,7 @@ const maxSettle = 15 * time.Minute
 // settle waits, once every Application is Synced and Healthy, until the hub takes no more writes (lease renewals
 // aside) for sc.Settle: the writes that trail the rollout, the reports' last ones above all, whose write budget
 // spreads them out. It returns how long that took.
-func settle(ctx context.Context, sc Scenario, hub *rest.Config) (time.Duration, error) {
+func settle(ctx context.Context, sc Scenario, hub *rest.Config, after string) (time.Duration, error) {
 	start := time.Now()
 	last, err := hubRequests(ctx, hub)
 	if err != nil {
@@ -563,10 +579,10 @@ func settle(ctx context.Context, sc Scenario, hub *rest.Config) (time.Duration, 
 		switch {
 		case time.Since(quietSince) >= sc.Settle:
 			settled := quietSince.Sub(start)
-			sc.Log("the hub's writes stopped %s after every Application was Synced/Healthy", settled.Round(time.Second))
+			sc.Log("the hub's writes stopped %s after %s", settled.Round(time.Second), after)
 			return settled, nil
 		case time.Since(start) > maxSettle:
-			return 0, fmt.Errorf("the hub still takes writes %s after every Application was Synced/Healthy", maxSettle)
+			return 0, fmt.Errorf("the hub still takes writes %s after %s", maxSettle, after)
 		}
 	}
 }

@@ -29,7 +29,7 @@ type simulator struct {
 // simStats are the simulator's counts the benchmark reads.
 type simStats struct {
 	Connected, Works, Applications int64
-	StatusUpdates                  float64
+	StatusUpdates, WorksApplied    float64
 }
 
 // simulatorMemoryLimit caps the simulator's heap. It runs with a GOGC of 400 (sim.DefaultGCPercent), which lets
@@ -100,6 +100,8 @@ func (s *simulator) stats(ctx context.Context) (simStats, error) {
 			st.Applications = int64(v)
 		case "argocd_pull_sim_status_updates_total":
 			st.StatusUpdates = v
+		case "argocd_pull_sim_works_applied_total":
+			st.WorksApplied = v
 		}
 	})
 	return st, err

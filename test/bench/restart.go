@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/argocd-pull/argocd-pull/internal/localfleet"
+)
+
+// restartResult is what a restart of a hub process cost once the fleet was at rest: the process killed
+// (SIGKILL, as a crash or an evicted Pod) and started again at once, as its Deployment would. A restarted
+// process learns the fleet again (the controller lists every Application and work, the server takes every
+// agent's and the controller's subscription and answers their resyncs); it should write nothing to the hub, and
+// deliver nothing to the clusters, that is already there.
+type restartResult struct {
+	// Process is the process restarted: the controller or the server.
+	Process string
+	// Ready is from the start of the new process until it said it was ready (/readyz); CaughtUp until it had
+	// caught up (the controller: every Application reconciled and its queue empty; the server: every agent and
+	// the controller subscribed again and their resyncs answered); Settled until the hub took no more writes
+	// after that (lease renewals aside).
+	Ready, CaughtUp, Settled time.Duration
+	// HubWrites are the hub apiserver's writes, by resource, from the kill until the hub took none for the
+	// scenario's Settle; the leases included (the apiserver's own renewals, and the leader election lease a new
+	// controller takes).
+	HubWrites map[string]float64
+	// WorksApplied and StatusUpdates are the work generations the simulated clusters applied and the statuses
+	// they sent in that time.
+	WorksApplied, StatusUpdates float64
+	// ProcessCPU is each process's CPU seconds in that time (the restarted one's since it started), and PeakRSS
+	// the restarted process's peak RSS.
+	ProcessCPU map[string]float64
+	PeakRSS    int64
+}
+
+// applicationWrites is the restart's writes of Applications (the hub's copies of the managed clusters' status).
+func (r restartResult) applicationWrites() float64 { return r.HubWrites["applications"] }
+
+// restartTimeout bounds how long a restarted process may take to catch up.
+const restartTimeout = time.Hour
+
+// measureRestart restarts a hub process (localfleet.ComponentController or ComponentServer) once the hub takes
+// no writes, and measures what it took to catch up and what it wrote.
+func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *simulator, hub *rest.Config, component string, res *Result) error {
+	name := map[string]string{localfleet.ComponentController: "controller", localfleet.ComponentServer: "server"}[component]
+	if _, err := settle(ctx, sc, hub, "the previous phase"); err != nil {
+		return err
+	}
+	procs := processes(f, s)
+	startUsage := usageOf(procs)
+	before, err := hubRequests(ctx, hub)
+	if err != nil {
+		return err
+	}
+	startStats, err := s.stats(ctx)
+	if err != nil {
+		return err
+	}
+	sc.Log("restarting the %s (SIGKILL) at rest", name)
+	if err := f.Kill(component); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := f.Restart(ctx, component); err != nil {
+		return err
+	}
+	if err := f.WaitReady(ctx, component); err != nil {
+		return fmt.Errorf("restarted %s: %w", name, err)
+	}
+	r := restartResult{Process: name, Ready: time.Since(start)}
+	pid := f.ControllerPid()
+	if component == localfleet.ComponentServer {
+		pid = f.ServerPid()
+	}
+	procs[name] = pidUsage(pid)
+	delete(startUsage, name)
+
+	caughtUp := func() (bool, string) { return controllerCaughtUp(ctx, f.ControllerMetrics, res.Applications) }
+	if component == localfleet.ComponentServer {
+		url, hc := f.ServerMetrics()
+		caughtUp = func() (bool, string) { return serverCaughtUp(ctx, hc, url, sc.Clusters) }
+	}
+	lastLog := time.Now()
+	for {
+		ok, progress := caughtUp()
+		if ok {
+			break
+		}
+		if time.Since(lastLog) > 30*time.Second {
+			sc.Log("  %s", progress)
+			lastLog = time.Now()
+		}
+		if time.Since(start) > restartTimeout {
+			return fmt.Errorf("restarted %s not caught up after %s: %s", name, restartTimeout, progress)
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	r.CaughtUp = time.Since(start)
+	settled, err := settle(ctx, sc, hub, "the "+name+" caught up")
+	if err != nil {
+		return err
+	}
+	r.Settled = r.CaughtUp + settled
+	after, err := hubRequests(ctx, hub)
+	if err != nil {
+		return err
+	}
+	endStats, err := s.stats(ctx)
+	if err != nil {
+		return err
+	}
+	end := usageOf(procs)
+	r.HubWrites = after.sub(before).writesByResource(1)
+	r.WorksApplied = endStats.WorksApplied - startStats.WorksApplied
+	r.StatusUpdates = endStats.StatusUpdates - startStats.StatusUpdates
+	r.ProcessCPU = processCPU(end, startUsage)
+	r.PeakRSS = end[name].PeakRSSBytes
+	res.Restarts = append(res.Restarts, r)
+	sc.Log("restarted %s: ready after %s, caught up after %s, the hub quiet again after %s; hub writes %v; %.0f works applied and %.0f statuses sent by the clusters; hub-side CPU %.1f s",
+		name, r.Ready.Round(time.Millisecond), r.CaughtUp.Round(time.Millisecond), r.Settled.Round(time.Millisecond),
+		r.HubWrites, r.WorksApplied, r.StatusUpdates, hubSide(r.ProcessCPU))
+	return nil
+}
+
+// controllerCaughtUp reports whether a (re)started controller has reconciled every Application at least once and
+// has none waiting: its informer lists them all at start and queues each.
+func controllerCaughtUp(ctx context.Context, addr string, applications int) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var reconciled, depth float64
+	err := scrapeMetrics(ctx, http.DefaultClient, "http://"+addr+"/metrics", func(metric, labels string, v float64) {
+		switch {
+		case metric == "controller_runtime_reconcile_total" && label(labels, "controller") == "application":
+			reconciled += v
+		case metric == "workqueue_depth" && label(labels, "name") == "application":
+			depth += v
+		}
+	})
+	if err != nil {
+		return false, fmt.Sprintf("controller metrics: %v", err)
+	}
+	return reconciled >= float64(applications) && depth == 0,
+		fmt.Sprintf("controller: %.0f reconciles of %d Applications, %.0f queued", reconciled, applications, depth)
+}
+
+// serverCaughtUp reports whether a (re)started server has every agent and a source (the controller) subscribed,
+// and has answered a resync of each.
+func serverCaughtUp(ctx context.Context, hc *http.Client, url string, clusters int) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var agents, sources, agentResyncs, sourceResyncs float64
+	err := scrapeMetrics(ctx, hc, url, func(metric, labels string, v float64) {
+		switch metric {
+		case "argocd_pull_server_connected_agents":
+			agents = v
+		case "argocd_pull_server_connected_sources":
+			sources = v
+		case "argocd_pull_server_resyncs_total":
+			if label(labels, "endpoint") == "agent" {
+				agentResyncs += v
+			} else {
+				sourceResyncs += v
+			}
+		}
+	})
+	if err != nil {
+		return false, fmt.Sprintf("server metrics: %v", err)
+	}
+	return agents >= float64(clusters) && sources >= 1 && agentResyncs >= float64(clusters) && sourceResyncs >= 1,
+		fmt.Sprintf("server: %.0f/%d agents subscribed, %.0f resyncs answered; %.0f sources, %.0f resyncs", agents, clusters,
+			agentResyncs, sources, sourceResyncs)
+}
