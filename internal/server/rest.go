@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -262,24 +263,86 @@ func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, id Identity
 		writeError(w, r, http.StatusBadRequest, errCodeValidation, err.Error())
 		return
 	}
+	fields, err := parseBundleFields(r.URL.Query().Get("fields"))
+	if err != nil {
+		writeError(w, r, http.StatusBadRequest, errCodeValidation, err.Error())
+		return
+	}
 	// `after` (an extension to Maestro's API) walks by keyset: the page after the item with that id.
 	q.Limit, q.Offset, q.After = size, (page-1)*size, r.URL.Query().Get("after")
+	q.WithoutSpec = fields != nil && !fields["manifests"] && !fields["delete_option"] && !fields["manifest_configs"]
 	result, err := s.store.ListBundles(r.Context(), q)
 	if err != nil {
 		writeStoreError(w, r, err)
 		return
 	}
-	out := restapi.List[restapi.ResourceBundle]{Kind: "ResourceBundleList", Page: page, Size: len(result.Items), Total: result.Total,
-		Items: []restapi.ResourceBundle{}}
+	out := restapi.List[any]{Kind: "ResourceBundleList", Page: page, Size: len(result.Items), Total: result.Total, Items: []any{}}
 	for _, b := range result.Items {
 		item, err := presentBundle(b)
 		if err != nil {
 			writeStoreError(w, r, err)
 			return
 		}
-		out.Items = append(out.Items, item)
+		if fields != nil {
+			out.Items = append(out.Items, selectBundleFields(item, fields))
+		} else {
+			out.Items = append(out.Items, item)
+		}
 	}
 	writeJSON(w, r, http.StatusOK, out)
+}
+
+// bundleFields are the fields of a resource bundle, as a list's `fields` names them.
+var bundleFields = []string{"id", "kind", "href", "name", "consumer_name", "version", "created_at", "updated_at",
+	"deleted_at", "metadata", "manifests", "delete_option", "manifest_configs", "status"}
+
+// parseBundleFields reads a list's `fields`, Maestro's comma-separated selection of the fields each item has: nil
+// for all of them. id, kind and href always come. Without manifests, delete_option and manifest_configs the specs
+// are not read from the database at all: a controller rebuilding its cache of 150,000 works needs their metadata
+// and status, and the manifests are the bulk of each.
+func parseBundleFields(v string) (map[string]bool, error) {
+	if v == "" {
+		return nil, nil
+	}
+	fields := map[string]bool{"id": true, "kind": true, "href": true}
+	for f := range strings.SplitSeq(v, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(bundleFields, f) {
+			return nil, fmt.Errorf("fields: a resource bundle has no field %q (it has %s)", f, strings.Join(bundleFields, ", "))
+		}
+		fields[f] = true
+	}
+	return fields, nil
+}
+
+// selectBundleFields is the item with the selected fields alone; each is rendered as in the whole item.
+func selectBundleFields(b restapi.ResourceBundle, fields map[string]bool) map[string]any {
+	all := map[string]any{"id": b.ID, "kind": b.Kind, "href": b.Href, "name": b.Name, "consumer_name": b.ConsumerName,
+		"version": b.Version, "created_at": b.CreatedAt, "updated_at": b.UpdatedAt}
+	if b.DeletedAt != nil {
+		all["deleted_at"] = b.DeletedAt
+	}
+	if len(b.Metadata) > 0 {
+		all["metadata"] = b.Metadata
+	}
+	if len(b.Manifests) > 0 {
+		all["manifests"] = b.Manifests
+	}
+	if len(b.DeleteOption) > 0 {
+		all["delete_option"] = b.DeleteOption
+	}
+	if len(b.ManifestConfigs) > 0 {
+		all["manifest_configs"] = b.ManifestConfigs
+	}
+	if len(b.Status) > 0 {
+		all["status"] = b.Status
+	}
+	for k := range all {
+		if !fields[k] {
+			delete(all, k)
+		}
+	}
+	return all
 }
 
 func (s *Server) getBundle(w http.ResponseWriter, r *http.Request, id Identity) {
@@ -310,8 +373,11 @@ func presentBundle(b store.Bundle) (restapi.ResourceBundle, error) {
 		DeleteOption    map[string]any   `json:"deleteOption"`
 		ManifestConfigs []map[string]any `json:"manifestConfigs"`
 	}
-	if err := decodeExact(b.Spec, &spec); err != nil {
-		return out, fmt.Errorf("decode spec of resource bundle %s: %w", b.ID, err)
+	// The spec is nil when the list left it out (store.BundleQuery.WithoutSpec).
+	if b.Spec != nil {
+		if err := decodeExact(b.Spec, &spec); err != nil {
+			return out, fmt.Errorf("decode spec of resource bundle %s: %w", b.ID, err)
+		}
 	}
 	out.Manifests, out.DeleteOption, out.ManifestConfigs = spec.Manifests, spec.DeleteOption, spec.ManifestConfigs
 	if len(b.Status) == 0 {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,6 +87,62 @@ func bundleToWork(t *testing.T, b restapi.ResourceBundle) *workv1.ManifestWork {
 	return w
 }
 
+// restGet answers a list request with its status code and its items, each as raw JSON by field.
+func restGet(t *testing.T, s *Server, q url.Values) (int, []map[string]json.RawMessage) {
+	t.Helper()
+	resp, err := http.Get("http://" + s.HTTPAddr() + restapi.BasePath + "/resource-bundles?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var list restapi.List[map[string]json.RawMessage]
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, list.Items
+}
+
+// checkFieldSelection: a list with `fields` gives each item those fields (and id, kind and href) alone, each as
+// the whole item has it; all of them give the whole item; an unknown field is a bad request.
+func checkFieldSelection(t *testing.T, s *Server, whole []restapi.ResourceBundle) {
+	t.Helper()
+	search := url.Values{"search": {"source = 'hub' and consumer_name = 'cluster1'"}, "size": {"3"}}
+	withFields := func(fields string) url.Values {
+		q := url.Values{"fields": {fields}}
+		for k, v := range search {
+			q[k] = v
+		}
+		return q
+	}
+	code, items := restGet(t, s, withFields("name,status,metadata"))
+	if code != http.StatusOK || len(items) != len(whole) {
+		t.Fatalf("fields=name,status,metadata: %d, %d items", code, len(items))
+	}
+	for i, item := range items {
+		var keys []string
+		for k := range item {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if want := []string{"href", "id", "kind", "metadata", "name", "status"}; !slices.Equal(keys, want) {
+			t.Errorf("item %d has fields %v, want %v", i, keys, want)
+		}
+		var status map[string]any
+		if err := json.Unmarshal(item["status"], &status); err != nil || !reflect.DeepEqual(status, whole[i].Status) {
+			t.Errorf("item %d status %s, the whole item's %v", i, item["status"], whole[i].Status)
+		}
+	}
+	// Every field: the same items as without the selection.
+	_, all := restGet(t, s, withFields("id,kind,href,name,consumer_name,version,created_at,updated_at,deleted_at,metadata,manifests,delete_option,manifest_configs,status"))
+	_, plain := restGet(t, s, search)
+	if !reflect.DeepEqual(all, plain) {
+		t.Errorf("every field selected:\n%v\nno selection:\n%v", all, plain)
+	}
+	if code, _ := restGet(t, s, withFields("name,spec")); code != http.StatusBadRequest {
+		t.Errorf("fields=name,spec: %d, want 400", code)
+	}
+}
+
 func TestRESTListAndConsumers(t *testing.T) {
 	ctx := context.Background()
 	o := testOptions(testDB(t), "one")
@@ -116,6 +174,8 @@ func TestRESTListAndConsumers(t *testing.T) {
 	if len(next.Items) != 1 || len(byKeyset.Items) != 1 || next.Items[0].ID != byKeyset.Items[0].ID {
 		t.Fatalf("second page %d items, keyset page %d items", len(next.Items), len(byKeyset.Items))
 	}
+
+	checkFieldSelection(t, s, page.Items)
 
 	for _, item := range append(page.Items, next.Items...) {
 		w := bundleToWork(t, item)

@@ -44,6 +44,8 @@ func restCases() []restCase {
 			status: http.StatusBadRequest, code: "maestro-23", reasonContain: "failed to parse search query"},
 		{kind: "page that is no positive integer", method: http.MethodGet, path: bundles + "?page=0",
 			status: http.StatusBadRequest, code: "maestro-8", reasonContain: `page must be a positive integer, got "0"`},
+		{kind: "field selection with a field a resource bundle does not have", method: http.MethodGet, path: bundles + "?fields=name,spec",
+			status: http.StatusBadRequest, code: "maestro-8", reasonContain: `fields: a resource bundle has no field "spec"`},
 		{kind: "request without a token or certificate", method: http.MethodGet, path: consumers, noToken: true,
 			status: http.StatusUnauthorized, code: "maestro-15", reasonContain: "no client certificate or bearer token"},
 		{kind: "resource bundle that does not exist", method: http.MethodGet, path: bundles + "/no-such-id",

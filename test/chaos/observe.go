@@ -213,7 +213,7 @@ func (o *observer) worksWithoutApplication(ctx context.Context, prefix string) (
 	}
 	o.mu.Unlock()
 	var orphans []string
-	err := restapi.EachResourceBundle(ctx, o.f.ServerClient(), "", 500, func(b bundle) string { return b.ID }, func(b bundle) error {
+	err := restapi.EachResourceBundle(ctx, o.f.ServerClient(), "", nil, 500, func(b bundle) string { return b.ID }, func(b bundle) error {
 		app := b.Metadata.Annotations[argocd.AnnotationHubAppName]
 		if strings.HasPrefix(app, prefix) && !hub[app] {
 			orphans = append(orphans, b.ConsumerName+"/"+b.Name)

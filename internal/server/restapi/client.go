@@ -254,6 +254,8 @@ type Page struct {
 	// After asks argocd-pull server for the page after the item with this id (a keyset walk; resource bundles
 	// only). Maestro does not know it and pages by Page alone.
 	After string
+	// Fields selects the fields of each item (Maestro's `fields`; all of them when empty).
+	Fields []string
 }
 
 func (p Page) query() string {
@@ -270,6 +272,9 @@ func (p Page) query() string {
 	if p.After != "" {
 		q.Set("after", p.After)
 	}
+	if len(p.Fields) > 0 {
+		q.Set("fields", strings.Join(p.Fields, ","))
+	}
 	return q.Encode()
 }
 
@@ -283,16 +288,17 @@ func ListPage[T any](ctx context.Context, c *Client, path string, p Page) (*List
 	return out, nil
 }
 
-// EachResourceBundle calls fn with every resource bundle that search matches, decoded into T, size at a time.
+// EachResourceBundle calls fn with every resource bundle that search matches, decoded into T, size at a time,
+// with the fields named (all of them when none are).
 // It walks by keyset (after the last id, which id returns) on argocd-pull server and by page number on a
 // Maestro, which does not know the keyset, and ends at an empty page: bundles removed while it walks (a mass
 // delete) must not shift the rest out of the pages, nor make the first page's total stale. A bundle seen twice
 // (a Maestro's pages shifting the other way) is passed once.
-func EachResourceBundle[T any](ctx context.Context, c *Client, search string, size int, id func(T) string, fn func(T) error) error {
+func EachResourceBundle[T any](ctx context.Context, c *Client, search string, fields []string, size int, id func(T) string, fn func(T) error) error {
 	seen := map[string]bool{}
 	after := ""
 	for page := 1; ; page++ {
-		list, err := ListPage[T](ctx, c, ResourceBundlesPath, Page{Page: page, Size: size, Search: search, After: after})
+		list, err := ListPage[T](ctx, c, ResourceBundlesPath, Page{Page: page, Size: size, Search: search, After: after, Fields: fields})
 		if err != nil {
 			return fmt.Errorf("list resource bundles page %d: %w", page, err)
 		}

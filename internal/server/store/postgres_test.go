@@ -6,6 +6,7 @@ import (
 	"fmt"
 	neturl "net/url"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -292,6 +293,20 @@ func TestListBundlesPaging(t *testing.T) {
 	page, err = s.ListBundles(ctx, BundleQuery{Consumer: "c1", Limit: 5, After: "r18"})
 	if err != nil || len(page.Items) != 3 || page.Items[0].ID != "r20" {
 		t.Fatalf("keyset page: %+v, %v", page, err)
+	}
+	// Without the specs: the same page, every column but the spec.
+	lean, err := s.ListBundles(ctx, BundleQuery{Consumer: "c1", Limit: 5, After: "r18", WithoutSpec: true})
+	if err != nil || len(lean.Items) != len(page.Items) {
+		t.Fatalf("keyset page without specs: %+v, %v", lean, err)
+	}
+	for i, b := range lean.Items {
+		if b.Spec != nil || page.Items[i].Spec == nil {
+			t.Errorf("item %d: spec %q without the specs, %q with them", i, b.Spec, page.Items[i].Spec)
+		}
+		b.Spec = page.Items[i].Spec
+		if !reflect.DeepEqual(b, page.Items[i]) {
+			t.Errorf("item %d without the spec %+v, with it %+v", i, b, page.Items[i])
+		}
 	}
 }
 

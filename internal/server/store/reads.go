@@ -85,6 +85,10 @@ func (s *pgStore) LoadStatuses(ctx context.Context, ids []string) (list []Status
 const bundleColumns = specRowColumns + `, created_at, updated_at, status, coalesce(status_version, 0),
 	coalesce(status_sequence, 0)`
 
+// bundleColumnsWithoutSpec are bundleColumns with a NULL in place of the spec, which is then neither read (nor
+// decompressed) by PostgreSQL nor sent.
+var bundleColumnsWithoutSpec = strings.Replace(bundleColumns, "meta, spec,", "meta, NULL::bytea,", 1)
+
 func scanBundle(row pgx.Row) (Bundle, error) {
 	var b Bundle
 	err := row.Scan(&b.ID, &b.Consumer, &b.Source, &b.Name, &b.Version, &b.Meta, &b.Spec, &b.DeletedAt,
@@ -124,7 +128,11 @@ func (s *pgStore) ListBundles(ctx context.Context, q BundleQuery) (page BundlePa
 		pageWhere += " AND id > $" + strconv.Itoa(len(pageArgs))
 	}
 	pageArgs = append(pageArgs, q.Limit)
-	sql := "SELECT " + bundleColumns + " FROM resources WHERE " + pageWhere + " ORDER BY id LIMIT $" + strconv.Itoa(len(pageArgs))
+	columns := bundleColumns
+	if q.WithoutSpec {
+		columns = bundleColumnsWithoutSpec
+	}
+	sql := "SELECT " + columns + " FROM resources WHERE " + pageWhere + " ORDER BY id LIMIT $" + strconv.Itoa(len(pageArgs))
 	if q.After == "" && q.Offset > 0 {
 		pageArgs = append(pageArgs, q.Offset)
 		sql += " OFFSET $" + strconv.Itoa(len(pageArgs))

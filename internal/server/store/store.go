@@ -148,6 +148,9 @@ type BundleQuery struct {
 	After  string
 	Offset int
 	Limit  int
+	// WithoutSpec leaves the specs (the manifests) out of the page: Bundle.Spec is nil. A controller rebuilding
+	// its cache of works needs their metadata and status, not the manifests, the bulk of each row.
+	WithoutSpec bool
 }
 
 // Bundle is a resource with everything the REST API presents.
