@@ -170,9 +170,9 @@ func markdown(results []*Result, command, machine string) string {
 			rr, ok := restart(r)
 			return ifMeasured(ok, fmt.Sprintf("%s; %s; %s", dur(rr.Ready), dur(rr.CaughtUp), dur(rr.Settled)))
 		})
-		row("  its hub writes by resource; works applied and statuses sent by the clusters", func(r *Result) string {
+		row("  its hub writes by resource (Events by writer); works applied and statuses sent by the clusters", func(r *Result) string {
 			rr, ok := restart(r)
-			return ifMeasured(ok, fmt.Sprintf("%s; %.0f, %.0f", writesText(rr.HubWrites), rr.WorksApplied, rr.StatusUpdates))
+			return ifMeasured(ok, fmt.Sprintf("%s%s; %.0f, %.0f", writesText(rr.HubWrites), eventWritersText(rr.EventWriters), rr.WorksApplied, rr.StatusUpdates))
 		})
 		row("  hub-side CPU ms per Application (of which the "+process+"); its peak RSS", func(r *Result) string {
 			rr, ok := restart(r)

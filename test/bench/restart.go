@@ -28,6 +28,8 @@ type restartResult struct {
 	// scenario's Settle; the leases included (the apiserver's own renewals, and the leader election lease a new
 	// controller takes).
 	HubWrites map[string]float64
+	// EventWriters counts the Events written meanwhile by the component that wrote them.
+	EventWriters map[string]int `json:",omitempty"`
 	// WorksApplied and StatusUpdates are the work generations the simulated clusters applied and the statuses
 	// they sent in that time.
 	WorksApplied, StatusUpdates float64
@@ -61,6 +63,7 @@ func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *s
 		return err
 	}
 	sc.Log("restarting the %s (SIGKILL) at rest", name)
+	killed := time.Now()
 	if err := f.Kill(component); err != nil {
 		return err
 	}
@@ -119,14 +122,19 @@ func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *s
 	}
 	end := usageOf(procs)
 	r.HubWrites = after.sub(before).writesByResource(1)
+	if r.HubWrites["events"] > 0 {
+		if r.EventWriters, err = eventWriters(ctx, hub, killed, time.Now()); err != nil {
+			return err
+		}
+	}
 	r.WorksApplied = endStats.WorksApplied - startStats.WorksApplied
 	r.StatusUpdates = endStats.StatusUpdates - startStats.StatusUpdates
 	r.ProcessCPU = processCPU(end, startUsage)
 	r.PeakRSS = end[name].PeakRSSBytes
 	res.Restarts = append(res.Restarts, r)
-	sc.Log("restarted %s: ready after %s, caught up after %s, the hub quiet again after %s; hub writes %v; %.0f works applied and %.0f statuses sent by the clusters; hub-side CPU %.1f s",
+	sc.Log("restarted %s: ready after %s, caught up after %s, the hub quiet again after %s; hub writes %v, Events by writer %v; %.0f works applied and %.0f statuses sent by the clusters; hub-side CPU %.1f s",
 		name, r.Ready.Round(time.Millisecond), r.CaughtUp.Round(time.Millisecond), r.Settled.Round(time.Millisecond),
-		r.HubWrites, r.WorksApplied, r.StatusUpdates, hubSide(r.ProcessCPU))
+		r.HubWrites, r.EventWriters, r.WorksApplied, r.StatusUpdates, hubSide(r.ProcessCPU))
 	return nil
 }
 
