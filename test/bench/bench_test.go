@@ -90,14 +90,15 @@ func TestSmallBenchmark(t *testing.T) {
 			r.Console.TreeP50 <= 0 || r.Console.LiveP50 <= 0 || r.Console.ServerRSSBytes == 0) {
 			t.Errorf("%s: console %+v", tr, r.Console)
 		}
-		// A restarted controller or server learns the fleet again and writes nothing to the hub, and delivers
-		// nothing to the clusters, that is already there.
+		// A restarted controller or server learns the fleet again and writes no Application; a restarted
+		// controller delivers nothing to the clusters either. (After the server's restart an agent client that sdk-go
+		// left on its closed connection is restarted, lists its works again and reports them once more.)
 		if want := map[string]int{"grpc": 2, "kube": 1}[tr]; len(r.Restarts) != want {
 			t.Errorf("%s: %d restarts measured, want %d", tr, len(r.Restarts), want)
 		}
 		for _, rr := range r.Restarts {
 			if rr.Ready <= 0 || rr.CaughtUp < rr.Ready || rr.Settled < rr.CaughtUp || rr.applicationWrites() != 0 ||
-				rr.WorksApplied != 0 || rr.ProcessCPU[rr.Process] <= 0 || rr.PeakRSS == 0 {
+				(rr.Process == "controller" && rr.WorksApplied != 0) || rr.ProcessCPU[rr.Process] <= 0 || rr.PeakRSS == 0 {
 				t.Errorf("%s: restart of the %s: %+v", tr, rr.Process, rr)
 			}
 		}

@@ -46,8 +46,10 @@ func (r restartResult) applicationWrites() float64 { return r.HubWrites["applica
 const restartTimeout = time.Hour
 
 // measureRestart restarts a hub process (localfleet.ComponentController or ComponentServer) once the hub takes
-// no writes, and measures what it took to catch up and what it wrote.
-func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *simulator, hub *rest.Config, component string, res *Result) error {
+// no writes, and measures what it took to catch up and what it wrote. With -pprof the processes are profiled from
+// the kill until the hub is quiet again (phase restart-<process>; the restarted process's profile starts once it
+// serves it).
+func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *simulator, hub *rest.Config, component string, res *Result, prof *profiler) error {
 	name := map[string]string{localfleet.ComponentController: "controller", localfleet.ComponentServer: "server"}[component]
 	if _, err := settle(ctx, sc, hub, "the previous phase"); err != nil {
 		return err
@@ -63,6 +65,8 @@ func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *s
 		return err
 	}
 	sc.Log("restarting the %s (SIGKILL) at rest", name)
+	stopProfiling := prof.cpu(ctx, "restart-"+name)
+	defer stopProfiling()
 	killed := time.Now()
 	if err := f.Kill(component); err != nil {
 		return err

@@ -482,7 +482,7 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 			components = append(components, localfleet.ComponentServer)
 		}
 		for _, c := range components {
-			if err := measureRestart(ctx, sc, f, simFleet, hubCfg, c, res); err != nil {
+			if err := measureRestart(ctx, sc, f, simFleet, hubCfg, c, res, prof); err != nil {
 				return err
 			}
 		}
