@@ -351,19 +351,24 @@ func writesText(writes map[string]float64) string {
 	if len(writes) == 0 {
 		return "none"
 	}
-	resources := make([]string, 0, len(writes))
-	for r := range writes {
-		resources = append(resources, r)
+	return countsText(writes)
+}
+
+// countsText is "a 3, b 2" for counts by name, most first, names in order among equal counts.
+func countsText[V int | float64](counts map[string]V) string {
+	names := make([]string, 0, len(counts))
+	for name := range counts {
+		names = append(names, name)
 	}
-	sort.Slice(resources, func(i, j int) bool {
-		if writes[resources[i]] != writes[resources[j]] {
-			return writes[resources[i]] > writes[resources[j]]
+	sort.Slice(names, func(i, j int) bool {
+		if counts[names[i]] != counts[names[j]] {
+			return counts[names[i]] > counts[names[j]]
 		}
-		return resources[i] < resources[j]
+		return names[i] < names[j]
 	})
-	parts := make([]string, len(resources))
-	for i, r := range resources {
-		parts[i] = fmt.Sprintf("%s %.0f", r, writes[r])
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %.0f", name, float64(counts[name]))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -377,19 +382,5 @@ func eventWritersText(writers map[string]int) string {
 	if len(writers) == 0 {
 		return ""
 	}
-	names := make([]string, 0, len(writers))
-	for name := range writers {
-		names = append(names, name)
-	}
-	sort.Slice(names, func(i, j int) bool {
-		if writers[names[i]] != writers[names[j]] {
-			return writers[names[i]] > writers[names[j]]
-		}
-		return names[i] < names[j]
-	})
-	parts := make([]string, len(names))
-	for i, name := range names {
-		parts[i] = fmt.Sprintf("%s %d", name, writers[name])
-	}
-	return "; " + strings.Join(parts, ", ")
+	return "; " + countsText(writers)
 }

@@ -56,11 +56,7 @@ func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *s
 	}
 	procs := processes(f, s)
 	startUsage := usageOf(procs)
-	before, err := hubRequests(ctx, hub)
-	if err != nil {
-		return err
-	}
-	startStats, err := s.stats(ctx)
+	before, startStats, err := fleetCounts(ctx, hub, s)
 	if err != nil {
 		return err
 	}
@@ -91,24 +87,8 @@ func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *s
 		url, hc := f.ServerMetrics()
 		caughtUp = func() (bool, string) { return serverCaughtUp(ctx, hc, url, sc.Clusters) }
 	}
-	lastLog := time.Now()
-	for {
-		ok, progress := caughtUp()
-		if ok {
-			break
-		}
-		if time.Since(lastLog) > 30*time.Second {
-			sc.Log("  %s", progress)
-			lastLog = time.Now()
-		}
-		if time.Since(start) > restartTimeout {
-			return fmt.Errorf("restarted %s not caught up after %s: %s", name, restartTimeout, progress)
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(250 * time.Millisecond):
-		}
+	if err := waitForEvery(ctx, restartTimeout, 250*time.Millisecond, caughtUp, sc.Log); err != nil {
+		return fmt.Errorf("restarted %s not caught up: %w", name, err)
 	}
 	r.CaughtUp = time.Since(start)
 	settled, err := settle(ctx, sc, hub, "the "+name+" caught up")
@@ -116,11 +96,7 @@ func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *s
 		return err
 	}
 	r.Settled = r.CaughtUp + settled
-	after, err := hubRequests(ctx, hub)
-	if err != nil {
-		return err
-	}
-	endStats, err := s.stats(ctx)
+	after, endStats, err := fleetCounts(ctx, hub, s)
 	if err != nil {
 		return err
 	}

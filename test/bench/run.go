@@ -505,25 +505,17 @@ func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Confi
 	}
 	res.Settled = res.Synced + settled
 	sc.Log("at rest for %s", sc.RestPeriod)
-	before, err := hubRequests(ctx, hub)
+	before, startStats, err := fleetCounts(ctx, hub, s)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	startStats, err := s.stats(ctx)
-	if err != nil {
-		return err
-	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(sc.RestPeriod):
 	}
-	after, err := hubRequests(ctx, hub)
-	if err != nil {
-		return err
-	}
-	endStats, err := s.stats(ctx)
+	after, endStats, err := fleetCounts(ctx, hub, s)
 	if err != nil {
 		return err
 	}
@@ -544,6 +536,16 @@ func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Confi
 	sc.Log("at rest: %.1f status events/min, %.1f hub writes/min %v, Events by writer %v", res.RestStatusEvents,
 		res.RestHubWrites, res.RestHubWritesByResource, res.RestEventWriters)
 	return nil
+}
+
+// fleetCounts reads the hub apiserver's request counters and the simulator's counts.
+func fleetCounts(ctx context.Context, hub *rest.Config, s *simulator) (requestCounts, simStats, error) {
+	requests, err := hubRequests(ctx, hub)
+	if err != nil {
+		return nil, simStats{}, err
+	}
+	st, err := s.stats(ctx)
+	return requests, st, err
 }
 
 // maxSettle bounds how long the fleet may go on writing to the hub once every Application is Synced/Healthy.
@@ -845,6 +847,11 @@ func sampleTimeline(start time.Time, s *simulator, t *tracker, procs map[string]
 
 // waitFor polls cond every two seconds, logging its progress every 30 seconds.
 func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, string), log func(string, ...any)) error {
+	return waitForEvery(ctx, timeout, 2*time.Second, cond, log)
+}
+
+// waitForEvery polls cond every interval, logging its progress every 30 seconds.
+func waitForEvery(ctx context.Context, timeout, interval time.Duration, cond func() (bool, string), log func(string, ...any)) error {
 	deadline := time.Now().Add(timeout)
 	lastLog := time.Now()
 	for {
@@ -862,7 +869,7 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, stri
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-time.After(2 * time.Second):
+		case <-time.After(interval):
 		}
 	}
 }
