@@ -276,20 +276,30 @@ func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, id Identity
 		writeStoreError(w, r, err)
 		return
 	}
-	out := restapi.List[any]{Kind: "ResourceBundleList", Page: page, Size: len(result.Items), Total: result.Total, Items: []any{}}
-	for _, b := range result.Items {
+	items, err := presentBundles(result.Items, fields)
+	if err != nil {
+		writeStoreError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, restapi.List[any]{Kind: "ResourceBundleList", Page: page, Size: len(items), Total: result.Total, Items: items})
+}
+
+// presentBundles renders a page of stored resources as the items of a resource bundle list, with the fields
+// selected (all of them when fields is nil).
+func presentBundles(bundles []store.Bundle, fields map[string]bool) ([]any, error) {
+	items := make([]any, 0, len(bundles))
+	for _, b := range bundles {
 		item, err := presentBundle(b)
 		if err != nil {
-			writeStoreError(w, r, err)
-			return
+			return nil, err
 		}
 		if fields != nil {
-			out.Items = append(out.Items, selectBundleFields(item, fields))
+			items = append(items, selectBundleFields(item, fields))
 		} else {
-			out.Items = append(out.Items, item)
+			items = append(items, item)
 		}
 	}
-	writeJSON(w, r, http.StatusOK, out)
+	return items, nil
 }
 
 // bundleFields are the fields of a resource bundle, as a list's `fields` names them.
@@ -363,38 +373,50 @@ func (s *Server) getBundle(w http.ResponseWriter, r *http.Request, id Identity) 
 	writeJSON(w, r, http.StatusOK, item)
 }
 
-// presentBundle renders a stored resource as Maestro renders a resource bundle.
+// presentBundle renders a stored resource as Maestro renders a resource bundle. The spec's fields and the
+// status's are passed through as the source and the agent wrote them, not decoded and encoded again: numbers
+// stay as they were written (a source that rebuilds its works from the list hashes their statuses, and an
+// integer above 2^53 turned into a float would change the hash), and a list of 1,000 works costs a scan of their
+// JSON instead of building every value (BenchmarkPresentBundles).
 func presentBundle(b store.Bundle) (restapi.ResourceBundle, error) {
 	out := restapi.ResourceBundle{ID: b.ID, Kind: "ResourceBundle", Href: restapi.BasePath + "/resource-bundles/" + b.ID, Name: b.Name,
 		ConsumerName: b.Consumer, Version: b.Version, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, DeletedAt: b.DeletedAt,
 		Metadata: json.RawMessage(b.Meta)}
-	var spec struct {
-		Manifests       []map[string]any `json:"manifests"`
-		DeleteOption    map[string]any   `json:"deleteOption"`
-		ManifestConfigs []map[string]any `json:"manifestConfigs"`
-	}
 	// The spec is nil when the list left it out (store.BundleQuery.WithoutSpec).
 	if b.Spec != nil {
-		if err := decodeExact(b.Spec, &spec); err != nil {
+		var spec struct {
+			Manifests       json.RawMessage `json:"manifests"`
+			DeleteOption    json.RawMessage `json:"deleteOption"`
+			ManifestConfigs json.RawMessage `json:"manifestConfigs"`
+		}
+		if err := json.Unmarshal(b.Spec, &spec); err != nil {
 			return out, fmt.Errorf("decode spec of resource bundle %s: %w", b.ID, err)
 		}
+		out.Manifests, out.DeleteOption, out.ManifestConfigs = nonEmpty(spec.Manifests), nonEmpty(spec.DeleteOption), nonEmpty(spec.ManifestConfigs)
 	}
-	out.Manifests, out.DeleteOption, out.ManifestConfigs = spec.Manifests, spec.DeleteOption, spec.ManifestConfigs
 	if len(b.Status) == 0 {
 		return out, nil
 	}
-	if err := decodeExact(b.Status, &out.Status); err != nil {
+	if err := json.Unmarshal(b.Status, &out.Status); err != nil {
 		return out, fmt.Errorf("decode status of resource bundle %s: %w", b.ID, err)
 	}
-	out.Status["ObservedVersion"] = b.StatusVersion
-	out.Status["SequenceID"] = strconv.FormatInt(b.StatusSequence, 10)
+	if out.Status == nil { // an agent reported a null status
+		out.Status = map[string]json.RawMessage{}
+	}
+	out.Status["ObservedVersion"] = strconv.AppendInt(nil, b.StatusVersion, 10)
+	out.Status["SequenceID"] = strconv.AppendQuote(nil, strconv.FormatInt(b.StatusSequence, 10))
 	return out, nil
 }
 
-// decodeExact decodes JSON keeping numbers as they were written: a source that rebuilds its works from the
-// list hashes their statuses, and an integer above 2^53 turned into a float would change the hash.
-func decodeExact(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	return dec.Decode(v)
+// nonEmpty is a JSON value, or nil when it is null or an empty array or object: a list leaves those out, as
+// Maestro's does.
+func nonEmpty(raw json.RawMessage) json.RawMessage {
+	v := bytes.TrimSpace(raw)
+	if len(v) == 0 || string(v) == "null" {
+		return nil
+	}
+	if (v[0] == '[' || v[0] == '{') && len(bytes.TrimSpace(v[1:len(v)-1])) == 0 {
+		return nil
+	}
+	return v
 }

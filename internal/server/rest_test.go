@@ -52,11 +52,13 @@ func bundleToWork(t *testing.T, b restapi.ResourceBundle) *workv1.ManifestWork {
 		t.Fatal(err)
 	}
 	w.Name, w.Namespace, w.UID, w.Generation = b.Name, b.ConsumerName, kubetypes.UID(b.ID), b.Version
-	for _, m := range b.Manifests {
-		raw, err := json.Marshal(m)
-		if err != nil {
+	var manifests []json.RawMessage
+	if len(b.Manifests) > 0 {
+		if err := json.Unmarshal(b.Manifests, &manifests); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, raw := range manifests {
 		w.Spec.Workload.Manifests = append(w.Spec.Workload.Manifests, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}})
 	}
 	if b.DeletedAt != nil {
@@ -127,7 +129,7 @@ func checkFieldSelection(t *testing.T, s *Server, whole []restapi.ResourceBundle
 		if want := []string{"href", "id", "kind", "metadata", "name", "status"}; !slices.Equal(keys, want) {
 			t.Errorf("item %d has fields %v, want %v", i, keys, want)
 		}
-		var status map[string]any
+		var status map[string]json.RawMessage
 		if err := json.Unmarshal(item["status"], &status); err != nil || !reflect.DeepEqual(status, whole[i].Status) {
 			t.Errorf("item %d status %s, the whole item's %v", i, item["status"], whole[i].Status)
 		}
@@ -186,7 +188,7 @@ func TestRESTListAndConsumers(t *testing.T) {
 		if manifestNames(w) != "cm-"+w.Name || appliedOf(w) != "cm-"+w.Name {
 			t.Fatalf("work %s from the list has manifests %q and status %+v", w.Name, manifestNames(w), w.Status)
 		}
-		if item.Href != restapi.BasePath+"/resource-bundles/"+item.ID || item.Version != 1 || item.Status["ObservedVersion"] != float64(1) {
+		if item.Href != restapi.BasePath+"/resource-bundles/"+item.ID || item.Version != 1 || string(item.Status["ObservedVersion"]) != "1" {
 			t.Fatalf("item %s: href %s version %d status %v", item.ID, item.Href, item.Version, item.Status)
 		}
 	}
@@ -256,4 +258,103 @@ func TestRESTKeepsStatusesExact(t *testing.T) {
 	if got, err := statushash.StatusHash(rebuilt); err != nil || got != reported {
 		t.Fatalf("the listed status hashes to %s (%v), the reported one to %s", got, err, reported)
 	}
+}
+
+// TestPresentBundleShapes: a spec's empty fields are left out, a status's ObservedVersion and SequenceID are the
+// server's whatever the agent sent, and a null status (valid JSON an agent may send) is rendered, not a failure.
+func TestPresentBundleShapes(t *testing.T) {
+	for _, tc := range []struct {
+		name, spec, status, want string
+	}{
+		{"empty spec fields", `{"manifests":[ ],"deleteOption":{},"manifestConfigs":null}`, "",
+			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":null}`},
+		{"spec fields kept", `{"manifests":[{"kind":"ConfigMap","data":{"n":12345678901234567890}}],"deleteOption":{"propagationPolicy":"Orphan"}}`, "",
+			`{"delete_option":{"propagationPolicy":"Orphan"},"manifest_configs":null,"manifests":[{"kind":"ConfigMap","data":{"n":12345678901234567890}}],"status":null}`},
+		{"null status", `{"manifests":[]}`, `null`,
+			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":{"ObservedVersion":3,"SequenceID":"9"}}`},
+		{"the server's versions", `{"manifests":[]}`, `{"conditions":[],"ObservedVersion":1,"SequenceID":"1"}`,
+			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":{"ObservedVersion":3,"SequenceID":"9","conditions":[]}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := store.Bundle{SpecRow: store.SpecRow{ID: "r1", Spec: []byte(tc.spec)}, StatusVersion: 3, StatusSequence: 9}
+			if tc.status != "" {
+				b.Status = []byte(tc.status)
+			}
+			out, err := presentBundle(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := json.Marshal(map[string]any{"manifests": out.Manifests, "delete_option": out.DeleteOption,
+				"manifest_configs": out.ManifestConfigs, "status": out.Status})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkPresentBundles renders a page of 1,000 realistic resource bundles (an Application's work with its
+// reported status) as a list answer is written, whole and with the fields the controller's list asks for.
+func BenchmarkPresentBundles(b *testing.B) {
+	page := make([]store.Bundle, 1000)
+	for i := range page {
+		w := benchWork(b, "cluster1", i)
+		spec, err := json.Marshal(payload.ManifestBundle{Manifests: w.Spec.Workload.Manifests, DeleteOption: w.Spec.DeleteOption,
+			ManifestConfigs: w.Spec.ManifestConfigs})
+		if err != nil {
+			b.Fatal(err)
+		}
+		meta, err := json.Marshal(w.ObjectMeta)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st := realisticStatus(w, 1)
+		status, err := json.Marshal(payload.ManifestBundleStatus{Conditions: st.Conditions, ResourceStatus: st.ResourceStatus.Manifests})
+		if err != nil {
+			b.Fatal(err)
+		}
+		page[i] = store.Bundle{SpecRow: store.SpecRow{ID: string(w.UID), Consumer: "cluster1", Source: "hub", Name: w.Name, Version: 1,
+			Meta: meta, Spec: spec}, Status: status, StatusVersion: 1, StatusSequence: int64(i)}
+	}
+	lean := make([]store.Bundle, len(page))
+	for i, bundle := range page {
+		bundle.Spec = nil
+		lean[i] = bundle
+	}
+	controllerFields, err := parseBundleFields("id,name,consumer_name,version,created_at,deleted_at,metadata,status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name    string
+		bundles []store.Bundle
+		fields  map[string]bool
+	}{{"whole", page, nil}, {"controller", lean, controllerFields}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var bytes int
+			for b.Loop() {
+				items, err := presentBundles(bc.bundles, bc.fields)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var out countingWriter
+				if err := json.NewEncoder(&out).Encode(restapi.List[any]{Kind: "ResourceBundleList", Items: items}); err != nil {
+					b.Fatal(err)
+				}
+				bytes = int(out)
+			}
+			b.ReportMetric(float64(bytes)/float64(len(bc.bundles)), "B/bundle")
+		})
+	}
+}
+
+// countingWriter counts the bytes written to it.
+type countingWriter int
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
 }

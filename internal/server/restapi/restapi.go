@@ -47,20 +47,23 @@ type Consumer struct {
 
 // ResourceBundle is a resource bundle: one work's spec and status.
 type ResourceBundle struct {
-	ID              string           `json:"id"`
-	Kind            string           `json:"kind"`
-	Href            string           `json:"href"`
-	Name            string           `json:"name"`
-	ConsumerName    string           `json:"consumer_name"`
-	Version         int64            `json:"version"`
-	CreatedAt       time.Time        `json:"created_at"`
-	UpdatedAt       time.Time        `json:"updated_at"`
-	DeletedAt       *time.Time       `json:"deleted_at,omitempty"`
-	Metadata        json.RawMessage  `json:"metadata,omitempty"`
-	Manifests       []map[string]any `json:"manifests,omitempty"`
-	DeleteOption    map[string]any   `json:"delete_option,omitempty"`
-	ManifestConfigs []map[string]any `json:"manifest_configs,omitempty"`
-	Status          map[string]any   `json:"status,omitempty"`
+	ID           string          `json:"id"`
+	Kind         string          `json:"kind"`
+	Href         string          `json:"href"`
+	Name         string          `json:"name"`
+	ConsumerName string          `json:"consumer_name"`
+	Version      int64           `json:"version"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+	DeletedAt    *time.Time      `json:"deleted_at,omitempty"`
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	// Manifests, DeleteOption and ManifestConfigs are the spec's, as the source sent them.
+	Manifests       json.RawMessage `json:"manifests,omitempty"`
+	DeleteOption    json.RawMessage `json:"delete_option,omitempty"`
+	ManifestConfigs json.RawMessage `json:"manifest_configs,omitempty"`
+	// Status is the status the agent reported, each field as it sent it, with the server's ObservedVersion and
+	// SequenceID.
+	Status map[string]json.RawMessage `json:"status,omitempty"`
 }
 
 // Error is Maestro's error shape.
