@@ -20,7 +20,6 @@ import (
 	"k8s.io/klog/v2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
-	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/statushash"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/store"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/payload"
 	sourceclient "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/source/client"
@@ -195,7 +194,7 @@ func newSourceClient(ctx context.Context, o GRPCOptions, cfg *grpcoptions.GRPCCo
 	sourceOpts.CloudEventsTransport = newGuardedTransport(sourceOpts.CloudEventsTransport)
 	sourceOpts.EventRateLimit = limit
 	c, err := clients.NewCloudEventSourceClient[*workv1.ManifestWork](ctx, sourceOpts,
-		store.NewSourceWatcherStoreLister[*workv1.ManifestWork](s), statushash.StatusHash, codec.NewManifestBundleCodec())
+		store.NewSourceWatcherStoreLister[*workv1.ManifestWork](s), s.statusHash, codec.NewManifestBundleCodec())
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", grpcOpts.Dialer.URL, err)
 	}

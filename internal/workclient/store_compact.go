@@ -28,6 +28,9 @@ type keptWork struct {
 	// status is the status encoded by codec; nil for an empty status.
 	status []byte
 	codec  *statusCodec
+	// statusHash is sdk-go's hash of the status, once a resync asked for it (workStore.statusHash); set under the
+	// store's lock.
+	statusHash string
 }
 
 // compactWork keeps a work, its status encoded by the store's codec; the caller holds the store's lock.

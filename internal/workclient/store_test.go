@@ -11,6 +11,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/statushash"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/utils"
 
 	"github.com/argocd-pull/argocd-pull/internal/appstatus"
@@ -272,5 +273,64 @@ func TestStoreKeepsFeedbackOverAnAgentRestart(t *testing.T) {
 		if step.unreadBefore && len(step.received.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values) != 0 {
 			t.Fatalf("%s: the received status was changed", step.name)
 		}
+	}
+}
+
+// TestStatusHashOncePerStatus: a resync's status hash of a work is sdk-go's, computed once for each status the
+// store keeps, again when a new status arrives, and every time for a work without a sequence ID.
+func TestStatusHashOncePerStatus(t *testing.T) {
+	ctx := context.Background()
+	calls := 0
+	defer func(f func(*workv1.ManifestWork) (string, error)) { computeStatusHash = f }(computeStatusHash)
+	computeStatusHash = func(w *workv1.ManifestWork) (string, error) {
+		calls++
+		return statushash.StatusHash(w)
+	}
+	s := newWorkStore()
+	if err := s.replace([]*workv1.ManifestWork{storedWork(1, seq[0], 1)}); err != nil {
+		t.Fatal(err)
+	}
+	resyncHash := func() (got, want string) {
+		t.Helper()
+		list, err := s.List(ctx, "c1", metav1.ListOptions{})
+		if err != nil || len(list.Items) != 1 {
+			t.Fatalf("list: %v, %d works", err, len(list.Items))
+		}
+		if got, err = s.statusHash(list.Items[0]); err != nil {
+			t.Fatal(err)
+		}
+		if want, err = statushash.StatusHash(list.Items[0]); err != nil {
+			t.Fatal(err)
+		}
+		return got, want
+	}
+	first, want := resyncHash()
+	if first != want || calls != 1 {
+		t.Fatalf("first resync: hash %s, sdk-go's %s, %d computed", first, want, calls)
+	}
+	if again, _ := resyncHash(); again != first || calls != 1 {
+		t.Fatalf("second resync: hash %s (first %s), %d computed, want 1", again, first, calls)
+	}
+	if err := s.HandleReceivedResource(ctx, statusEvent(1, seq[1], 2)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := resyncHash(); got != want || got == first || calls != 2 {
+		t.Fatalf("after a new status: hash %s, sdk-go's %s (the old %s), %d computed, want 2", got, want, first, calls)
+	}
+	// The source client stores a work it updated with the status it read before: the newer status and its hash
+	// stay.
+	if err := s.Update(storedWork(2, seq[0], 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := resyncHash(); got != want || calls != 2 {
+		t.Fatalf("after a late store write: hash %s, sdk-go's %s, %d computed, want 2", got, want, calls)
+	}
+	s = newWorkStore()
+	if err := s.replace([]*workv1.ManifestWork{storedWork(1, "", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	resyncHash()
+	if got, want := resyncHash(); got != want || calls != 4 {
+		t.Fatalf("without a sequence ID: hash %s, sdk-go's %s, %d computed, want 4", got, want, calls)
 	}
 }
