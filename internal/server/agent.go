@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	cetypes "github.com/cloudevents/sdk-go/v2/types"
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -93,12 +94,29 @@ func (e *agentEndpoint) resyncSpecs(ctx context.Context, evt *cloudevents.Event,
 }
 
 func (e *agentEndpoint) answerSpecResync(ctx context.Context, held []payload.ResourceVersion, cluster string) error {
-	current, err := e.service.List(ctx, types.ListOptions{ClusterName: cluster, CloudEventsDataType: dataType})
+	current, err := e.s.store.SpecVersions(ctx, cluster)
 	if err != nil {
 		return storeStatus(err)
 	}
+	send, gone := resyncAnswer(held, current)
+	// Only the specs the agent lacks are read: after a server restart every agent resyncs, and reading every
+	// spec of 15,000 works took PostgreSQL 3.7 s for none to send.
+	var rows []store.SpecRow
+	if len(send) > 0 {
+		if rows, err = e.s.store.LoadSpecs(ctx, send); err != nil {
+			return storeStatus(err)
+		}
+		slices.SortFunc(rows, func(a, b store.SpecRow) int { return strings.Compare(a.ID, b.ID) })
+	}
 	e.s.metrics.resyncs.WithLabelValues(endpointAgent).Inc()
-	for _, out := range resyncAnswer(held, current, cluster) {
+	events := make([]*cloudevents.Event, 0, len(rows)+len(gone))
+	for _, row := range rows {
+		events = append(events, specEvent(row))
+	}
+	for _, v := range gone {
+		events = append(events, goneSpecEvent(v.ResourceID, cluster, v.ResourceVersion))
+	}
+	for _, out := range events {
 		out.SetType(types.CloudEventsType{CloudEventsDataType: dataType, SubResource: types.SubResourceSpec,
 			Action: types.ResyncResponseAction}.String())
 		if err := e.s.dispatch.toAgents(ctx, cluster, out); err != nil {
@@ -108,27 +126,25 @@ func (e *agentEndpoint) answerSpecResync(ctx context.Context, held []payload.Res
 	return nil
 }
 
-// resyncAnswer picks the events that bring an agent holding the given versions to the current state.
-func resyncAnswer(held []payload.ResourceVersion, current []*cloudevents.Event, cluster string) []*cloudevents.Event {
+// resyncAnswer picks what brings an agent holding the given versions to the current state: the resources
+// newer than its copy, missing from it or being deleted (send, to load and send whole), and those it holds
+// that the server does not (gone, to delete).
+func resyncAnswer(held []payload.ResourceVersion, current []store.SpecVersion) (send []string, gone []payload.ResourceVersion) {
 	versions := make(map[string]int64, len(held))
 	for _, v := range held {
 		versions[v.ResourceID] = v.ResourceVersion
 	}
-	var out []*cloudevents.Event
-	for _, evt := range current {
-		id, _ := cetypes.ToString(evt.Extensions()[types.ExtensionResourceID])
-		version, _ := cetypes.ToInteger(evt.Extensions()[types.ExtensionResourceVersion])
-		last, ok := versions[id]
-		delete(versions, id)
-		_, deleting := evt.Extensions()[types.ExtensionDeletionTimestamp]
-		if deleting || !ok || int64(version) > last {
-			out = append(out, evt)
+	for _, c := range current {
+		last, ok := versions[c.ID]
+		delete(versions, c.ID)
+		if c.Deleting || !ok || c.Version > last {
+			send = append(send, c.ID)
 		}
 	}
 	for id, version := range versions {
-		out = append(out, goneSpecEvent(id, cluster, version))
+		gone = append(gone, payload.ResourceVersion{ResourceID: id, ResourceVersion: version})
 	}
-	return out
+	return send, gone
 }
 
 func (e *agentEndpoint) Subscribe(req *pbv1.SubscriptionRequest, stream pbv1.CloudEventService_SubscribeServer) error {
@@ -195,22 +211,9 @@ func (s *Server) recordAgentSubscription(ctx context.Context, consumer string) f
 	}
 }
 
-// agentService lists a consumer's resources for a resync and stores its agents' status updates.
+// agentService stores its agents' status updates.
 type agentService struct {
 	s *Server
-}
-
-// List returns every resource of the consumer, those marked for deletion as deletes.
-func (a *agentService) List(ctx context.Context, opts types.ListOptions) ([]*cloudevents.Event, error) {
-	rows, err := a.s.store.ListSpecs(ctx, opts.ClusterName)
-	if err != nil {
-		return nil, err
-	}
-	events := make([]*cloudevents.Event, 0, len(rows))
-	for _, row := range rows {
-		events = append(events, specEvent(row))
-	}
-	return events, nil
 }
 
 // HandleStatusUpdate stores an agent's status, and sends it to its source when it changed.

@@ -143,11 +143,11 @@ func (f *failingStore) StatusHashes(ctx context.Context, source, consumer string
 	return f.Store.StatusHashes(ctx, source, consumer)
 }
 
-func (f *failingStore) ListSpecs(ctx context.Context, consumer string) ([]store.SpecRow, error) {
+func (f *failingStore) SpecVersions(ctx context.Context, consumer string) ([]store.SpecVersion, error) {
 	if f.failing.Load() {
 		return nil, errDatabaseGone
 	}
-	return f.Store.ListSpecs(ctx, consumer)
+	return f.Store.SpecVersions(ctx, consumer)
 }
 
 func (f *failingStore) LoadSpecs(ctx context.Context, ids []string) ([]store.SpecRow, error) {

@@ -218,9 +218,13 @@ func TestSpecAndStatusLifecycle(t *testing.T) {
 	if res = mustApplySpecs(t, s, del); !res[0].Send || res[0].Row.Version != 3 || res[0].Row.DeletedAt == nil {
 		t.Fatalf("delete: %+v", res[0])
 	}
-	specs, err := s.ListSpecs(ctx, "c1")
+	versions, err := s.SpecVersions(ctx, "c1")
+	if err != nil || len(versions) != 1 || versions[0] != (SpecVersion{ID: "r1", Version: 3, Deleting: true}) {
+		t.Fatalf("spec versions after delete: %+v, %v", versions, err)
+	}
+	specs, err := s.LoadSpecs(ctx, []string{"r1"})
 	if err != nil || len(specs) != 1 || specs[0].DeletedAt == nil || string(specs[0].Spec) != `{"a":2}` {
-		t.Fatalf("list specs after delete: %+v, %v", specs, err)
+		t.Fatalf("load specs after delete: %+v, %v", specs, err)
 	}
 	st, err = s.ApplyStatuses(ctx, []StatusWrite{{ID: "r1", Consumer: "c1", Version: 3, Sequence: 20, Hash: "gone", Deleted: true}})
 	if err != nil || st[0].Outcome != StatusRemoved {

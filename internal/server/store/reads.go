@@ -18,16 +18,19 @@ func scanSpecRow(row pgx.CollectableRow) (SpecRow, error) {
 	return r, err
 }
 
-func (s *pgStore) ListSpecs(ctx context.Context, consumer string) (list []SpecRow, err error) {
-	ctx, end := s.begin(ctx, "list_specs", &err)
+func (s *pgStore) SpecVersions(ctx context.Context, consumer string) (list []SpecVersion, err error) {
+	ctx, end := s.begin(ctx, "spec_versions", &err)
 	defer end()
-	rows, err := s.pool.Query(ctx, "SELECT "+specRowColumns+" FROM resources WHERE consumer_name = $1 ORDER BY id", consumer)
+	rows, err := s.pool.Query(ctx, "SELECT id, version, deleted_at IS NOT NULL FROM resources WHERE consumer_name = $1 ORDER BY id", consumer)
 	if err != nil {
-		return nil, fmt.Errorf("list resources of consumer %s: %w", consumer, err)
+		return nil, fmt.Errorf("list resource versions of consumer %s: %w", consumer, err)
 	}
-	list, err = pgx.CollectRows(rows, scanSpecRow)
+	list, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (SpecVersion, error) {
+		var v SpecVersion
+		return v, r.Scan(&v.ID, &v.Version, &v.Deleting)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("list resources of consumer %s: %w", consumer, err)
+		return nil, fmt.Errorf("list resource versions of consumer %s: %w", consumer, err)
 	}
 	return list, nil
 }

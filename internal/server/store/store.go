@@ -77,6 +77,13 @@ type SpecRow struct {
 	DeletedAt *time.Time
 }
 
+// SpecVersion is what an agent's resync compares of a resource: its version, and whether it is being deleted.
+type SpecVersion struct {
+	ID       string
+	Version  int64
+	Deleting bool
+}
+
 // SpecResult is the outcome of one SpecWrite. Send is set when the row must go to its agent now: a new
 // version was committed, or an identical spec was resent while its status is still missing. Gone is set
 // when a delete named a resource that does not exist (any more): its source is told it is gone.
@@ -230,8 +237,9 @@ type Store interface {
 	// ApplyStatuses commits status events in one transaction and notifies the other instances.
 	ApplyStatuses(ctx context.Context, writes []StatusWrite) ([]StatusResult, error)
 
-	// ListSpecs returns every resource of a consumer, for an agent's resync.
-	ListSpecs(ctx context.Context, consumer string) ([]SpecRow, error)
+	// SpecVersions returns the id, version and deletion of every resource of a consumer, for an agent's resync,
+	// which then loads the specs the agent lacks (LoadSpecs).
+	SpecVersions(ctx context.Context, consumer string) ([]SpecVersion, error)
 	// LoadSpecs returns the resources with the given ids that still exist.
 	LoadSpecs(ctx context.Context, ids []string) ([]SpecRow, error)
 	// StatusHashes returns the status hash of every resource of a source (of one consumer, when set).
