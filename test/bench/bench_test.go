@@ -379,3 +379,34 @@ func TestPostgresStatements(t *testing.T) {
 		t.Errorf("after a restart, shared_preload_libraries = %q", libraries)
 	}
 }
+
+// TestOwnUsageLeavesOutChildren: the benchmark's own CPU leaves out the children it waited for (a controller it
+// killed), which processUsage counts for PostgreSQL's closed backends.
+func TestOwnUsageLeavesOutChildren(t *testing.T) {
+	ownBefore, err := ownUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allBefore, err := processUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A child that spends about half a second of CPU, waited for.
+	burn := exec.Command("sh", "-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done")
+	if err := burn.Run(); err != nil {
+		t.Fatal(err)
+	}
+	child := burn.ProcessState.UserTime() + burn.ProcessState.SystemTime()
+	ownAfter, err := ownUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allAfter, err := processUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, all := ownAfter.CPUSeconds-ownBefore.CPUSeconds, allAfter.CPUSeconds-allBefore.CPUSeconds
+	if all < 0.8*child.Seconds() || own > all-0.8*child.Seconds() {
+		t.Fatalf("a child spent %.2f s: the process with its children %.2f s more, without them %.2f s more", child.Seconds(), all, own)
+	}
+}

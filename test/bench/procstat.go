@@ -24,7 +24,14 @@ type usage struct {
 // processUsage reads /proc for one process. Its CPU seconds include those of its children that have exited
 // and been waited for (PostgreSQL's backends that closed): without them a process tree's CPU went down when a
 // backend exited.
-func processUsage(pid int) (usage, error) {
+func processUsage(pid int) (usage, error) { return readUsage(pid, true) }
+
+// ownUsage reads /proc for the benchmark's own process, without its children: they are the fleet's processes,
+// measured each by itself, and a controller the benchmark killed and waited for would add all its CPU to the
+// benchmark's.
+func ownUsage() (usage, error) { return readUsage(os.Getpid(), false) }
+
+func readUsage(pid int, withChildren bool) (usage, error) {
 	var u usage
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -36,7 +43,11 @@ func processUsage(pid int) (usage, error) {
 	if len(f) < 15 {
 		return u, fmt.Errorf("short /proc/%d/stat", pid)
 	}
-	for _, ticks := range f[11:15] { // utime, stime, cutime, cstime
+	fields := f[11:15] // utime, stime, cutime, cstime
+	if !withChildren {
+		fields = f[11:13]
+	}
+	for _, ticks := range fields {
 		t, _ := strconv.ParseFloat(ticks, 64)
 		u.CPUSeconds += t / clockTicks
 	}

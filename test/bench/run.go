@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -760,7 +759,7 @@ func processes(f *localfleet.System, s *simulator) map[string]func() (usage, err
 		"etcd":                    pidUsage(f.Env.EtcdPid()),
 		"kube-controller-manager": pidUsage(f.Env.Hub.ControllerManagerPid()),
 		simulatorProcess:          pidUsage(s.pid()),
-		benchmarkProcess:          pidUsage(os.Getpid()),
+		benchmarkProcess:          ownUsage,
 	}
 	if f.Transport == workclient.TransportGRPC {
 		ps["server"] = pidUsage(f.ServerPid())
