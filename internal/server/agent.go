@@ -107,6 +107,7 @@ func (e *agentEndpoint) answerSpecResync(ctx context.Context, held []payload.Res
 			return storeStatus(err)
 		}
 		slices.SortFunc(rows, func(a, b store.SpecRow) int { return strings.Compare(a.ID, b.ID) })
+		gone = append(gone, removedMeanwhile(held, send, rows)...)
 	}
 	e.s.metrics.resyncs.WithLabelValues(endpointAgent).Inc()
 	events := make([]*cloudevents.Event, 0, len(rows)+len(gone))
@@ -145,6 +146,25 @@ func resyncAnswer(held []payload.ResourceVersion, current []store.SpecVersion) (
 		gone = append(gone, payload.ResourceVersion{ResourceID: id, ResourceVersion: version})
 	}
 	return send, gone
+}
+
+// removedMeanwhile returns the resources the agent holds that were to be sent and were removed before their
+// specs were loaded: the agent deletes them, as any it holds that the server does not.
+func removedMeanwhile(held []payload.ResourceVersion, send []string, loaded []store.SpecRow) []payload.ResourceVersion {
+	if len(loaded) == len(send) {
+		return nil
+	}
+	found := make(map[string]bool, len(loaded))
+	for _, row := range loaded {
+		found[row.ID] = true
+	}
+	var gone []payload.ResourceVersion
+	for _, v := range held {
+		if slices.Contains(send, v.ResourceID) && !found[v.ResourceID] {
+			gone = append(gone, v)
+		}
+	}
+	return gone
 }
 
 func (e *agentEndpoint) Subscribe(req *pbv1.SubscriptionRequest, stream pbv1.CloudEventService_SubscribeServer) error {

@@ -24,3 +24,17 @@ func TestResyncAnswer(t *testing.T) {
 		t.Errorf("gone %v, want %v", gone, want)
 	}
 }
+
+// TestRemovedMeanwhile: a resource to send that was removed before its spec was loaded is deleted on the agent
+// that holds it; one the agent does not hold is not.
+func TestRemovedMeanwhile(t *testing.T) {
+	held := []payload.ResourceVersion{{ResourceID: "a", ResourceVersion: 1}, {ResourceID: "e", ResourceVersion: 1}}
+	send := []string{"a", "d", "e"}
+	if gone := removedMeanwhile(held, send, []store.SpecRow{{ID: "a"}, {ID: "d"}, {ID: "e"}}); gone != nil {
+		t.Errorf("all loaded: gone %v", gone)
+	}
+	gone := removedMeanwhile(held, send, []store.SpecRow{{ID: "a"}})
+	if want := []payload.ResourceVersion{{ResourceID: "e", ResourceVersion: 1}}; !reflect.DeepEqual(gone, want) {
+		t.Errorf("d and e removed: gone %v, want %v", gone, want)
+	}
+}
