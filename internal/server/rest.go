@@ -405,6 +405,11 @@ func presentBundle(b store.Bundle) (restapi.ResourceBundle, error) {
 	}
 	out.Status["ObservedVersion"] = strconv.AppendInt(nil, b.StatusVersion, 10)
 	out.Status["SequenceID"] = strconv.AppendQuote(nil, strconv.FormatInt(b.StatusSequence, 10))
+	if b.StatusHash != "" {
+		// An extension: a source that rebuilds its works from the list resyncs with this hash instead of
+		// computing it for every work.
+		out.Status["StatusHash"] = strconv.AppendQuote(nil, b.StatusHash)
+	}
 	return out, nil
 }
 

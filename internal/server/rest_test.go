@@ -191,6 +191,11 @@ func TestRESTListAndConsumers(t *testing.T) {
 		if item.Href != restapi.BasePath+"/resource-bundles/"+item.ID || item.Version != 1 || string(item.Status["ObservedVersion"]) != "1" {
 			t.Fatalf("item %s: href %s version %d status %v", item.ID, item.Href, item.Version, item.Status)
 		}
+		// The status hash the list carries is the one a source computes over the status it rebuilds: it may
+		// resync with it.
+		if h, err := statushash.StatusHash(w); err != nil || string(item.Status["StatusHash"]) != strconv.Quote(h) {
+			t.Fatalf("item %s: listed status hash %s, sdk-go's of the listed status %s (%v)", item.ID, item.Status["StatusHash"], h, err)
+		}
 	}
 
 	out.Reset()
@@ -271,12 +276,12 @@ func TestPresentBundleShapes(t *testing.T) {
 		{"spec fields kept", `{"manifests":[{"kind":"ConfigMap","data":{"n":12345678901234567890}}],"deleteOption":{"propagationPolicy":"Orphan"}}`, "",
 			`{"delete_option":{"propagationPolicy":"Orphan"},"manifest_configs":null,"manifests":[{"kind":"ConfigMap","data":{"n":12345678901234567890}}],"status":null}`},
 		{"null status", `{"manifests":[]}`, `null`,
-			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":{"ObservedVersion":3,"SequenceID":"9"}}`},
-		{"the server's versions", `{"manifests":[]}`, `{"conditions":[],"ObservedVersion":1,"SequenceID":"1"}`,
-			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":{"ObservedVersion":3,"SequenceID":"9","conditions":[]}}`},
+			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":{"ObservedVersion":3,"SequenceID":"9","StatusHash":"h9"}}`},
+		{"the server's versions", `{"manifests":[]}`, `{"conditions":[],"ObservedVersion":1,"SequenceID":"1","StatusHash":"x"}`,
+			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":{"ObservedVersion":3,"SequenceID":"9","StatusHash":"h9","conditions":[]}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := store.Bundle{SpecRow: store.SpecRow{ID: "r1", Spec: []byte(tc.spec)}, StatusVersion: 3, StatusSequence: 9}
+			b := store.Bundle{SpecRow: store.SpecRow{ID: "r1", Spec: []byte(tc.spec)}, StatusVersion: 3, StatusSequence: 9, StatusHash: "h9"}
 			if tc.status != "" {
 				b.Status = []byte(tc.status)
 			}

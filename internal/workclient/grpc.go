@@ -116,11 +116,11 @@ func NewGRPC(ctx context.Context, o GRPCOptions) (*GRPC, error) {
 
 // run lists the works, then subscribes to their statuses and resyncs them after every (re)subscription.
 func (g *GRPC) run(ctx context.Context) {
-	works, err := g.listWorks(ctx)
+	works, hashes, err := g.listWorks(ctx)
 	if err != nil {
 		return
 	}
-	if err := g.store.replace(works); err != nil {
+	if err := g.store.replaceListed(works, hashes); err != nil {
 		klog.FromContext(ctx).Error(err, "Could not store some of the works listed from the server")
 	}
 	g.events.Subscribe(ctx, g.store.HandleReceivedResource)
@@ -129,20 +129,20 @@ func (g *GRPC) run(ctx context.Context) {
 
 // listWorks lists the works from the server, again and again until it answers or ctx ends. It logs what it
 // waits for when that changes, not at every attempt.
-func (g *GRPC) listWorks(ctx context.Context) ([]*workv1.ManifestWork, error) {
+func (g *GRPC) listWorks(ctx context.Context) ([]*workv1.ManifestWork, map[kubetypes.UID]string, error) {
 	logger := klog.FromContext(ctx).WithValues("source", g.sourceID, "server", g.lister.client.URL())
 	backoff := listBackoff
 	start := time.Now()
 	logged := ""
 	for {
-		works, err := g.lister.list(ctx)
+		works, hashes, err := g.lister.list(ctx)
 		if err == nil {
 			g.setNotListed(nil)
 			logger.Info("Listed works from the server", "works", len(works), "after", time.Since(start).Round(time.Millisecond))
-			return works, nil
+			return works, hashes, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		g.setNotListed(err)
 		if err.Error() != logged {
@@ -151,7 +151,7 @@ func (g *GRPC) listWorks(ctx context.Context) ([]*workv1.ManifestWork, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case <-time.After(backoff.Step()):
 		}
 	}

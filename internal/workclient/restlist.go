@@ -34,6 +34,8 @@ type bundleStatus struct {
 	Conditions     []metav1.Condition         `json:"conditions,omitempty"`
 	ResourceStatus []workv1.ManifestCondition `json:"resourceStatus,omitempty"`
 	SequenceID     string                     `json:"SequenceID,omitempty"`
+	// StatusHash is argocd-pull server's extension: sdk-go's hash of the status, which a Maestro does not send.
+	StatusHash string `json:"StatusHash,omitempty"`
 }
 
 // bundleFields are the fields of a resource bundle the list asks for: what bundle has. The server then leaves the
@@ -53,29 +55,35 @@ type restLister struct {
 // ListServerWorks returns the works a source has on a Maestro(-compatible) server for one consumer (a managed
 // cluster), with their latest status and without their manifests, as the grpc transport sees them.
 func ListServerWorks(ctx context.Context, c *restapi.Client, source, consumer string) ([]*workv1.ManifestWork, error) {
-	return (&restLister{client: c, source: source, consumer: consumer, pageSize: 500}).list(ctx)
+	works, _, err := (&restLister{client: c, source: source, consumer: consumer, pageSize: 500}).list(ctx)
+	return works, err
 }
 
 // list returns every work of the source (restapi.EachResourceBundle: a work removed while the list runs must not
-// hide another, or a work the controller never lists is never deleted).
-func (l *restLister) list(ctx context.Context) ([]*workv1.ManifestWork, error) {
+// hide another, or a work the controller never lists is never deleted), and the status hashes the server sent
+// with them (argocd-pull server's; a Maestro sends none).
+func (l *restLister) list(ctx context.Context) ([]*workv1.ManifestWork, map[kubetypes.UID]string, error) {
 	search := restapi.SourceSearch(l.source)
 	if l.consumer != "" {
 		search += fmt.Sprintf(" and consumer_name = '%s'", strings.ReplaceAll(l.consumer, "'", "''"))
 	}
 	var works []*workv1.ManifestWork
+	hashes := map[kubetypes.UID]string{}
 	err := restapi.EachResourceBundle(ctx, l.client, search, bundleFields, l.pageSize, func(b bundle) string { return b.ID }, func(b bundle) error {
 		w, err := b.work()
 		if err != nil {
 			return err
 		}
 		works = append(works, w)
+		if b.Status != nil && b.Status.StatusHash != "" {
+			hashes[w.UID] = b.Status.StatusHash
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return works, nil
+	return works, hashes, nil
 }
 
 // ready asks the server whether it is ready (its /readyz: serving, with its database reachable).

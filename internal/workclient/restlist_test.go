@@ -56,7 +56,7 @@ func TestListWhileWorksAreRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	works, err := (&restLister{client: c, source: "src", pageSize: 4}).list(context.Background())
+	works, _, err := (&restLister{client: c, source: "src", pageSize: 4}).list(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,12 @@ func newWorkStore() *workStore {
 func storeKey(namespace, name string) string { return namespace + "/" + name }
 
 // replace loads the works listed from the server and marks the store synced.
-func (s *workStore) replace(works []*workv1.ManifestWork) error {
+func (s *workStore) replace(works []*workv1.ManifestWork) error { return s.replaceListed(works, nil) }
+
+// replaceListed is replace with the status hashes the server listed with the works, by UID: the first resync
+// after a start then sends them instead of computing sdk-go's hash of every work (2.3 s of the controller's CPU
+// at 15,000 works).
+func (s *workStore) replaceListed(works []*workv1.ManifestWork, hashes map[kubetypes.UID]string) error {
 	s.mu.Lock()
 	added := make([]*workv1.ManifestWork, 0, len(works))
 	var errs []error
@@ -87,6 +92,9 @@ func (s *workStore) replace(works []*workv1.ManifestWork) error {
 		if err != nil {
 			errs = append(errs, err)
 			continue
+		}
+		if hash := hashes[w.UID]; hash != "" && stored.hasStatusOf(w) {
+			stored.statusHash = hash
 		}
 		added = append(added, stored.metadata())
 	}

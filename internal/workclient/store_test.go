@@ -334,3 +334,45 @@ func TestStatusHashOncePerStatus(t *testing.T) {
 		t.Fatalf("without a sequence ID: hash %s, sdk-go's %s, %d computed, want 4", got, want, calls)
 	}
 }
+
+// TestListedStatusHashes: the status hashes the server lists with the works serve the first resync, uncomputed;
+// a listed hash is not kept for a work whose newer status the store already has.
+func TestListedStatusHashes(t *testing.T) {
+	ctx := context.Background()
+	calls := 0
+	defer func(f func(*workv1.ManifestWork) (string, error)) { computeStatusHash = f }(computeStatusHash)
+	computeStatusHash = func(w *workv1.ManifestWork) (string, error) {
+		calls++
+		return statushash.StatusHash(w)
+	}
+	resyncHash := func(s *workStore) string {
+		t.Helper()
+		w, ok, err := s.Get(ctx, "c1", "w")
+		if err != nil || !ok {
+			t.Fatalf("get: %v, %v", ok, err)
+		}
+		h, err := s.statusHash(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	listed := storedWork(1, seq[0], 1)
+	s := newWorkStore()
+	if err := s.replaceListed([]*workv1.ManifestWork{listed}, map[kubetypes.UID]string{listed.UID: "listed"}); err != nil {
+		t.Fatal(err)
+	}
+	if h := resyncHash(s); h != "listed" || calls != 0 {
+		t.Fatalf("resync hash %s with %d computed, want the listed one and none", h, calls)
+	}
+	s = newWorkStore()
+	if err := s.replace([]*workv1.ManifestWork{storedWork(1, seq[1], 2)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.replaceListed([]*workv1.ManifestWork{listed}, map[kubetypes.UID]string{listed.UID: "listed"}); err != nil {
+		t.Fatal(err)
+	}
+	if h := resyncHash(s); h == "listed" || calls != 1 {
+		t.Fatalf("a newer status kept: resync hash %s with %d computed, want its own, computed", h, calls)
+	}
+}

@@ -212,6 +212,9 @@ func TestSpecAndStatusLifecycle(t *testing.T) {
 	if err != nil || len(statuses) != 1 || statuses[0].Hash != "h2" || statuses[0].Source != "src" {
 		t.Fatalf("load statuses: %+v, %v", statuses, err)
 	}
+	if b, err := s.GetBundle(ctx, "r1"); err != nil || b.StatusHash != "h2" || b.StatusSequence != 11 || string(b.Status) != `{"x":1}` {
+		t.Fatalf("bundle with its status: %+v, %v", b, err)
+	}
 
 	del := spec("r1", "c1", 0, "")
 	del.Op = OpDelete

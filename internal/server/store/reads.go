@@ -86,7 +86,7 @@ func (s *pgStore) LoadStatuses(ctx context.Context, ids []string) (list []Status
 }
 
 const bundleColumns = specRowColumns + `, created_at, updated_at, status, coalesce(status_version, 0),
-	coalesce(status_sequence, 0)`
+	coalesce(status_sequence, 0), coalesce(status_hash, '')`
 
 // bundleColumnsWithoutSpec are bundleColumns with a NULL in place of the spec, which is then neither read (nor
 // decompressed) by PostgreSQL nor sent.
@@ -95,7 +95,7 @@ var bundleColumnsWithoutSpec = strings.Replace(bundleColumns, "meta, spec,", "me
 func scanBundle(row pgx.Row) (Bundle, error) {
 	var b Bundle
 	err := row.Scan(&b.ID, &b.Consumer, &b.Source, &b.Name, &b.Version, &b.Meta, &b.Spec, &b.DeletedAt,
-		&b.CreatedAt, &b.UpdatedAt, &b.Status, &b.StatusVersion, &b.StatusSequence)
+		&b.CreatedAt, &b.UpdatedAt, &b.Status, &b.StatusVersion, &b.StatusSequence, &b.StatusHash)
 	return b, err
 }
 

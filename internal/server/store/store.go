@@ -168,6 +168,8 @@ type Bundle struct {
 	Status         []byte
 	StatusVersion  int64
 	StatusSequence int64
+	// StatusHash is sdk-go's hash of the status, as its agent reported it (or as the server computed it).
+	StatusHash string
 }
 
 // BundlePage is one page of bundles and the number of all that match.
