@@ -405,9 +405,10 @@ func presentBundle(b store.Bundle) (restapi.ResourceBundle, error) {
 	}
 	out.Status["ObservedVersion"] = strconv.AppendInt(nil, b.StatusVersion, 10)
 	out.Status["SequenceID"] = strconv.AppendQuote(nil, strconv.FormatInt(b.StatusSequence, 10))
+	// An extension, the server's alone as the two above: a source that rebuilds its works from the list resyncs
+	// with this hash instead of computing it for every work.
+	delete(out.Status, "StatusHash")
 	if b.StatusHash != "" {
-		// An extension: a source that rebuilds its works from the list resyncs with this hash instead of
-		// computing it for every work.
 		out.Status["StatusHash"] = strconv.AppendQuote(nil, b.StatusHash)
 	}
 	return out, nil

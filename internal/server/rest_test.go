@@ -279,9 +279,14 @@ func TestPresentBundleShapes(t *testing.T) {
 			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":{"ObservedVersion":3,"SequenceID":"9","StatusHash":"h9"}}`},
 		{"the server's versions", `{"manifests":[]}`, `{"conditions":[],"ObservedVersion":1,"SequenceID":"1","StatusHash":"x"}`,
 			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":{"ObservedVersion":3,"SequenceID":"9","StatusHash":"h9","conditions":[]}}`},
+		{"no stored hash", `{"manifests":[]}`, `{"conditions":[],"StatusHash":"x"}`,
+			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":{"ObservedVersion":3,"SequenceID":"9","conditions":[]}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := store.Bundle{SpecRow: store.SpecRow{ID: "r1", Spec: []byte(tc.spec)}, StatusVersion: 3, StatusSequence: 9, StatusHash: "h9"}
+			if tc.name == "no stored hash" {
+				b.StatusHash = ""
+			}
 			if tc.status != "" {
 				b.Status = []byte(tc.status)
 			}
