@@ -280,12 +280,7 @@ func TestStoreKeepsFeedbackOverAnAgentRestart(t *testing.T) {
 // store keeps, again when a new status arrives, and every time for a work without a sequence ID.
 func TestStatusHashOncePerStatus(t *testing.T) {
 	ctx := context.Background()
-	calls := 0
-	defer func(f func(*workv1.ManifestWork) (string, error)) { computeStatusHash = f }(computeStatusHash)
-	computeStatusHash = func(w *workv1.ManifestWork) (string, error) {
-		calls++
-		return statushash.StatusHash(w)
-	}
+	calls := countStatusHashes(t)
 	s := newWorkStore()
 	if err := s.replace([]*workv1.ManifestWork{storedWork(1, seq[0], 1)}); err != nil {
 		t.Fatal(err)
@@ -305,33 +300,33 @@ func TestStatusHashOncePerStatus(t *testing.T) {
 		return got, want
 	}
 	first, want := resyncHash()
-	if first != want || calls != 1 {
-		t.Fatalf("first resync: hash %s, sdk-go's %s, %d computed", first, want, calls)
+	if first != want || *calls != 1 {
+		t.Fatalf("first resync: hash %s, sdk-go's %s, %d computed", first, want, *calls)
 	}
-	if again, _ := resyncHash(); again != first || calls != 1 {
-		t.Fatalf("second resync: hash %s (first %s), %d computed, want 1", again, first, calls)
+	if again, _ := resyncHash(); again != first || *calls != 1 {
+		t.Fatalf("second resync: hash %s (first %s), %d computed, want 1", again, first, *calls)
 	}
 	if err := s.HandleReceivedResource(ctx, statusEvent(1, seq[1], 2)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := resyncHash(); got != want || got == first || calls != 2 {
-		t.Fatalf("after a new status: hash %s, sdk-go's %s (the old %s), %d computed, want 2", got, want, first, calls)
+	if got, want := resyncHash(); got != want || got == first || *calls != 2 {
+		t.Fatalf("after a new status: hash %s, sdk-go's %s (the old %s), %d computed, want 2", got, want, first, *calls)
 	}
 	// The source client stores a work it updated with the status it read before: the newer status and its hash
 	// stay.
 	if err := s.Update(storedWork(2, seq[0], 1)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := resyncHash(); got != want || calls != 2 {
-		t.Fatalf("after a late store write: hash %s, sdk-go's %s, %d computed, want 2", got, want, calls)
+	if got, want := resyncHash(); got != want || *calls != 2 {
+		t.Fatalf("after a late store write: hash %s, sdk-go's %s, %d computed, want 2", got, want, *calls)
 	}
 	s = newWorkStore()
 	if err := s.replace([]*workv1.ManifestWork{storedWork(1, "", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	resyncHash()
-	if got, want := resyncHash(); got != want || calls != 4 {
-		t.Fatalf("without a sequence ID: hash %s, sdk-go's %s, %d computed, want 4", got, want, calls)
+	if got, want := resyncHash(); got != want || *calls != 4 {
+		t.Fatalf("without a sequence ID: hash %s, sdk-go's %s, %d computed, want 4", got, want, *calls)
 	}
 }
 
@@ -339,12 +334,7 @@ func TestStatusHashOncePerStatus(t *testing.T) {
 // a listed hash is not kept for a work whose newer status the store already has.
 func TestListedStatusHashes(t *testing.T) {
 	ctx := context.Background()
-	calls := 0
-	defer func(f func(*workv1.ManifestWork) (string, error)) { computeStatusHash = f }(computeStatusHash)
-	computeStatusHash = func(w *workv1.ManifestWork) (string, error) {
-		calls++
-		return statushash.StatusHash(w)
-	}
+	calls := countStatusHashes(t)
 	resyncHash := func(s *workStore) string {
 		t.Helper()
 		w, ok, err := s.Get(ctx, "c1", "w")
@@ -362,8 +352,8 @@ func TestListedStatusHashes(t *testing.T) {
 	if err := s.replaceListed([]*workv1.ManifestWork{listed}, map[kubetypes.UID]string{listed.UID: "listed"}); err != nil {
 		t.Fatal(err)
 	}
-	if h := resyncHash(s); h != "listed" || calls != 0 {
-		t.Fatalf("resync hash %s with %d computed, want the listed one and none", h, calls)
+	if h := resyncHash(s); h != "listed" || *calls != 0 {
+		t.Fatalf("resync hash %s with %d computed, want the listed one and none", h, *calls)
 	}
 	s = newWorkStore()
 	if err := s.replace([]*workv1.ManifestWork{storedWork(1, seq[1], 2)}); err != nil {
@@ -372,7 +362,19 @@ func TestListedStatusHashes(t *testing.T) {
 	if err := s.replaceListed([]*workv1.ManifestWork{listed}, map[kubetypes.UID]string{listed.UID: "listed"}); err != nil {
 		t.Fatal(err)
 	}
-	if h := resyncHash(s); h == "listed" || calls != 1 {
-		t.Fatalf("a newer status kept: resync hash %s with %d computed, want its own, computed", h, calls)
+	if h := resyncHash(s); h == "listed" || *calls != 1 {
+		t.Fatalf("a newer status kept: resync hash %s with %d computed, want its own, computed", h, *calls)
 	}
+}
+
+// countStatusHashes counts the store's computations of sdk-go's status hash until the test ends.
+func countStatusHashes(t *testing.T) *int {
+	calls := 0
+	compute := computeStatusHash
+	t.Cleanup(func() { computeStatusHash = compute })
+	computeStatusHash = func(w *workv1.ManifestWork) (string, error) {
+		calls++
+		return compute(w)
+	}
+	return &calls
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -302,11 +303,7 @@ func TestTreeUsageKeepsExitedChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	child := exec.Command("sh", "-c", "i=0; while [ $i -lt 1000000 ]; do i=$((i+1)); done")
-	if err := child.Run(); err != nil {
-		t.Fatal(err)
-	}
-	spent := (child.ProcessState.UserTime() + child.ProcessState.SystemTime()).Seconds()
+	spent := spendInChild(t, 1000000)
 	if spent < 0.1 {
 		t.Fatalf("the child spent %.2fs of CPU, too little to tell", spent)
 	}
@@ -383,30 +380,33 @@ func TestPostgresStatements(t *testing.T) {
 // TestOwnUsageLeavesOutChildren: the benchmark's own CPU leaves out the children it waited for (a controller it
 // killed), which processUsage counts for PostgreSQL's closed backends.
 func TestOwnUsageLeavesOutChildren(t *testing.T) {
-	ownBefore, err := ownUsage()
-	if err != nil {
+	read := func() (own, all float64) {
+		t.Helper()
+		o, err := ownUsage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := processUsage(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.CPUSeconds, a.CPUSeconds
+	}
+	ownBefore, allBefore := read()
+	child := spendInChild(t, 400000)
+	ownAfter, allAfter := read()
+	own, all := ownAfter-ownBefore, allAfter-allBefore
+	if all < 0.8*child || own > all-0.8*child {
+		t.Fatalf("a child spent %.2f s: the process with its children %.2f s more, without them %.2f s more", child, all, own)
+	}
+}
+
+// spendInChild runs a child that counts to n in the shell, waits for it and returns the CPU seconds it spent.
+func spendInChild(t *testing.T, n int) float64 {
+	t.Helper()
+	child := exec.Command("sh", "-c", fmt.Sprintf("i=0; while [ $i -lt %d ]; do i=$((i+1)); done", n)) //nolint:gosec // a number
+	if err := child.Run(); err != nil {
 		t.Fatal(err)
 	}
-	allBefore, err := processUsage(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A child that spends about half a second of CPU, waited for.
-	burn := exec.Command("sh", "-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done")
-	if err := burn.Run(); err != nil {
-		t.Fatal(err)
-	}
-	child := burn.ProcessState.UserTime() + burn.ProcessState.SystemTime()
-	ownAfter, err := ownUsage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	allAfter, err := processUsage(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, all := ownAfter.CPUSeconds-ownBefore.CPUSeconds, allAfter.CPUSeconds-allBefore.CPUSeconds
-	if all < 0.8*child.Seconds() || own > all-0.8*child.Seconds() {
-		t.Fatalf("a child spent %.2f s: the process with its children %.2f s more, without them %.2f s more", child.Seconds(), all, own)
-	}
+	return (child.ProcessState.UserTime() + child.ProcessState.SystemTime()).Seconds()
 }
