@@ -73,8 +73,9 @@ type Options struct {
 	// ServerEnv and ControllerEnv are extra environment variables of argocd-pull server and of the hub
 	// controller (GOMEMLIMIT, say).
 	ServerEnv, ControllerEnv []string
-	// HubAPIServerArgs are extra flags of the hub's kube-apiserver.
-	HubAPIServerArgs []string
+	// HubAPIServerArgs are extra flags of the hub's kube-apiserver; HubAPIServerEnv extra variables of its
+	// environment.
+	HubAPIServerArgs, HubAPIServerEnv []string
 	// PostgresSettings are extra PostgreSQL settings (name=value; Maestro mode).
 	PostgresSettings []string
 	// Progress receives a line per step; nil for silence.
@@ -217,7 +218,8 @@ func Start(ctx context.Context, o Options) (_ *System, err error) {
 		map[bool]string{true: ", PostgreSQL", false: ""}[f.runs(workclient.TransportGRPC)])
 	f.Env, err = loopback.Start(ctx, loopback.Options{Dir: o.Dir, ManagedClusters: f.realClusters, GarbageCollector: true,
 		Workloads: o.ArgoCD, PlacementController: true,
-		Postgres: f.runs(workclient.TransportGRPC), PostgresSettings: o.PostgresSettings, HubAPIServerArgs: o.HubAPIServerArgs})
+		Postgres: f.runs(workclient.TransportGRPC), PostgresSettings: o.PostgresSettings,
+		HubAPIServerArgs: o.HubAPIServerArgs, HubAPIServerEnv: o.HubAPIServerEnv})
 	if err != nil {
 		return nil, err
 	}

@@ -96,6 +96,7 @@ type apiserverSpec struct {
 	users   []User
 	saKey   string
 	args    []string
+	env     []string
 }
 
 func startAPIServer(ctx context.Context, spec apiserverSpec) (*Cluster, error) {
@@ -150,6 +151,7 @@ func startAPIServer(ctx context.Context, spec apiserverSpec) (*Cluster, error) {
 				"--v=0",
 			}, spec.args...),
 			LogPath: filepath.Join(spec.dir, "logs", "kube-apiserver.log"),
+			Env:     spec.env,
 		})
 		if err != nil {
 			return nil, err

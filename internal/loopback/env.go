@@ -36,8 +36,9 @@ type Options struct {
 	Users []User
 	// ControllerLog sends the logs of controllers run inside the test process to logs/in-process.log.
 	ControllerLog bool
-	// HubAPIServerArgs are extra flags of the hub's kube-apiserver.
-	HubAPIServerArgs []string
+	// HubAPIServerArgs are extra flags of the hub's kube-apiserver; HubAPIServerEnv extra variables of its
+	// environment (GOMEMLIMIT, say).
+	HubAPIServerArgs, HubAPIServerEnv []string
 	// HubWithoutProjectCRDs leaves argocd-pull's own CRDs (config/crd) off the hub, for tests of what installs
 	// them (the Helm chart).
 	HubWithoutProjectCRDs bool
@@ -65,6 +66,14 @@ func apiserverArgs(name string, opts Options, ca *CA) []string {
 	}
 	if opts.Workloads {
 		return kubeletArgs(ca)
+	}
+	return nil
+}
+
+// apiserverEnv is the extra environment of the named cluster's apiserver.
+func apiserverEnv(name string, opts Options) []string {
+	if name == HubName {
+		return opts.HubAPIServerEnv
 	}
 	return nil
 }
@@ -149,6 +158,7 @@ func (e *Env) startCluster(ctx context.Context, name string, opts Options, saKey
 		users:   opts.Users,
 		saKey:   saKey,
 		args:    apiserverArgs(name, opts, e.ca),
+		env:     apiserverEnv(name, opts),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start cluster %s: %w", name, err)

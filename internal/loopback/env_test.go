@@ -2,6 +2,10 @@ package loopback
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,11 +18,11 @@ import (
 )
 
 // TestEnv starts a hub, a managed cluster and PostgreSQL, checks that the CRDs serve, that the clusters are
-// separate, and that everything stops.
+// separate, that the hub's apiserver alone gets the extra environment asked for, and that everything stops.
 func TestEnv(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, err := Start(ctx, Options{ManagedClusters: []string{"cluster1"}, Postgres: true})
+	env, err := Start(ctx, Options{ManagedClusters: []string{"cluster1"}, Postgres: true, HubAPIServerEnv: []string{hubMemoryLimit}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +56,13 @@ func TestEnv(t *testing.T) {
 		t.Fatal("manifestwork CRD must not be on the managed cluster")
 	}
 
+	if !hasEnv(t, env.Hub.Pid(), hubMemoryLimit) {
+		t.Errorf("the hub apiserver runs without %s", hubMemoryLimit)
+	}
+	if hasEnv(t, env.Cluster("cluster1").Pid(), hubMemoryLimit) {
+		t.Errorf("the managed cluster's apiserver runs with the hub's %s", hubMemoryLimit)
+	}
+
 	conn, err := pgx.Connect(ctx, env.Postgres.URL("postgres"))
 	if err != nil {
 		t.Fatalf("connect to postgres: %v", err)
@@ -70,4 +81,17 @@ func TestEnv(t *testing.T) {
 			t.Errorf("%s still running after Stop", p.Name)
 		}
 	}
+}
+
+// hubMemoryLimit is the extra environment TestEnv gives the hub's apiserver.
+const hubMemoryLimit = "GOMEMLIMIT=3221225472"
+
+// hasEnv reports whether the process runs with the variable (name=value) in its environment.
+func hasEnv(t *testing.T, pid int, variable string) bool {
+	t.Helper()
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatalf("read the environment of %d: %v", pid, err)
+	}
+	return slices.Contains(strings.Split(string(environ), "\x00"), variable)
 }

@@ -117,6 +117,8 @@ func main() {
 		memoryLimit(&o.base.ControllerMemoryLimit))
 	flag.Func("server-memory-limit", "Run argocd-pull server as under a container memory limit of this size (default 512Mi; 0: none; GOMEMLIMIT at 90 % of it)",
 		memoryLimit(&o.base.ServerMemoryLimit))
+	flag.Func("hub-apiserver-memory-limit", "Run the hub apiserver, for the floor and the fleet, as under a container memory limit of this size with GOMEMLIMIT at 90 % of it (default 0: none; with its watch cache on at 150,000, say)",
+		memoryLimit(&o.base.HubAPIServerMemoryLimit))
 	flag.BoolVar(&o.base.Restart, "restart", true, "Restart the controller and, in the Maestro mode, the server at rest (SIGKILL), and measure what each took to catch up and what it wrote")
 	flag.BoolVar(&o.console, "console", true, "In the Maestro mode, open the simulated clusters' console streams and measure the hub console's reads at rest")
 	flag.Parse()

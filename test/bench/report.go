@@ -36,13 +36,15 @@ func markdown(results []*Result, command, machine string) string {
 	for _, r := range results {
 		if r.Scenario.ControllerMemoryLimit > 0 || r.Scenario.ServerMemoryLimit > 0 {
 			row("container memory limit as set (GOMEMLIMIT 90 % of it): controller / server", func(r *Result) string {
-				limit := func(v int64) string {
-					if v <= 0 {
-						return "none"
-					}
-					return mib(v)
-				}
-				return limit(r.Scenario.ControllerMemoryLimit) + " / " + limit(r.Scenario.ServerMemoryLimit)
+				return memoryLimitText(r.Scenario.ControllerMemoryLimit) + " / " + memoryLimitText(r.Scenario.ServerMemoryLimit)
+			})
+			break
+		}
+	}
+	for _, r := range results {
+		if r.Scenario.HubAPIServerMemoryLimit > 0 {
+			row("hub apiserver: container memory limit as set (GOMEMLIMIT 90 % of it)", func(r *Result) string {
+				return memoryLimitText(r.Scenario.HubAPIServerMemoryLimit)
 			})
 			break
 		}
@@ -374,6 +376,14 @@ func countsText[V int | float64](counts map[string]V) string {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
+
+// memoryLimitText is a container memory limit as set: none for 0.
+func memoryLimitText(limit int64) string {
+	if limit <= 0 {
+		return "none"
+	}
+	return mib(limit)
+}
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 

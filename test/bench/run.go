@@ -68,7 +68,11 @@ type Scenario struct {
 	// and the server run as if under (0: none): each gets the soft limit its container would give it
 	// (GOMEMLIMIT at memlimit.Fraction of the limit). Nothing kills a process above it here; the peak RSS tells.
 	ControllerMemoryLimit, ServerMemoryLimit int64
-	Log                                      func(string, ...any) `json:"-"`
+	// HubAPIServerMemoryLimit, in bytes, is the memory limit of the hub apiserver's container, for the floor and
+	// the fleet (0: none): it runs with GOMEMLIMIT at memlimit.Fraction of it, as a hub would set it by hand (the
+	// apiserver does not read its container's limit).
+	HubAPIServerMemoryLimit int64
+	Log                     func(string, ...any) `json:"-"`
 }
 
 // softMemoryLimit is the environment that gives an argocd-pull process the soft memory limit a container's
@@ -211,6 +215,7 @@ func run(ctx context.Context, sc Scenario) (*Result, error) {
 		Dir: filepath.Join(sc.Dir, "fleet"), Clusters: clusters, Transport: sc.Transport, Binary: sc.Binary, Simulated: true,
 		SimulatedConsole: sc.Console,
 		ControllerArgs:   controllerArgs, ServerArgs: serverArgs, HubAPIServerArgs: sc.hubAPIServerArgs(),
+		HubAPIServerEnv:  softMemoryLimit(sc.HubAPIServerMemoryLimit),
 		PostgresSettings: sc.postgresSettings(),
 		ControllerEnv:    softMemoryLimit(sc.ControllerMemoryLimit), ServerEnv: softMemoryLimit(sc.ServerMemoryLimit),
 		Progress: func(s string) { sc.Log("%s", s) },
@@ -301,7 +306,8 @@ func (sc Scenario) hubAPIServerArgs() []string {
 // runFloor measures the floor on a fresh hub apiserver, then the delete floor on the same one.
 func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) error {
 	sc.Log("floor: creating %d Applications and writing each status once on a fresh hub apiserver", res.Applications)
-	floorEnv, err := loopback.Start(ctx, loopback.Options{Dir: filepath.Join(sc.Dir, "floor"), HubAPIServerArgs: sc.hubAPIServerArgs()})
+	floorEnv, err := loopback.Start(ctx, loopback.Options{Dir: filepath.Join(sc.Dir, "floor"), HubAPIServerArgs: sc.hubAPIServerArgs(),
+		HubAPIServerEnv: softMemoryLimit(sc.HubAPIServerMemoryLimit)})
 	if err != nil {
 		return err
 	}
