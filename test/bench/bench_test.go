@@ -202,6 +202,26 @@ func TestMarkdownStoppedRun(t *testing.T) {
 	}
 }
 
+// TestMarkdownMemoryLimits checks that the table gives the containers' memory limits as set, "none" where a run
+// set none, and leaves the rows out when no run set any.
+func TestMarkdownMemoryLimits(t *testing.T) {
+	limited := &Result{Scenario: Scenario{Clusters: 3, AppSets: 2, Transport: "grpc", ControllerMemoryLimit: 1 << 30,
+		ServerMemoryLimit: 512 << 20, HubAPIServerMemoryLimit: 11 << 30}}
+	unlimited := &Result{Scenario: Scenario{Clusters: 3, AppSets: 2, Transport: "kube"}}
+	table := markdown([]*Result{limited, unlimited}, "make bench", "test machine")
+	for _, want := range []string{
+		"| container memory limit as set (GOMEMLIMIT 90 % of it): controller / server | 1024 MiB / 512 MiB | none / none |",
+		"| hub apiserver: container memory limit as set (GOMEMLIMIT 90 % of it) | 11264 MiB | none |",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	if strings.Contains(markdown([]*Result{unlimited}, "make bench", "test machine"), "memory limit") {
+		t.Error("a table without limits has a row of them")
+	}
+}
+
 // TestClosedWatches: the apiserver's closures of too-slow watches are counted by resource, and the table shows
 // those of Applications and of ManifestWorks beside their LISTs, as measured.
 func TestClosedWatches(t *testing.T) {

@@ -75,8 +75,8 @@ type Scenario struct {
 	Log                     func(string, ...any) `json:"-"`
 }
 
-// softMemoryLimit is the environment that gives an argocd-pull process the soft memory limit a container's
-// limit (bytes) gives it; none for 0.
+// softMemoryLimit is the environment that gives a process the soft memory limit an argocd-pull process takes
+// from its container's limit (bytes); none for 0.
 func softMemoryLimit(limit int64) []string {
 	if limit <= 0 {
 		return nil
