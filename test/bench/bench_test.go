@@ -118,12 +118,8 @@ func TestSmallBenchmark(t *testing.T) {
 		t.Fatalf("results do not encode: %v", err)
 	}
 	table := markdown(results, "test", loopback.Machine())
-	for _, want := range []string{"20 × 10, grpc", "20 × 10, kube", "ratio to the floor", "controller: peak RSS", "delete: ratio to the delete floor",
-		"controller restarted at rest", "server restarted at rest"} {
-		if !strings.Contains(table, want) {
-			t.Errorf("table lacks %q:\n%s", want, table)
-		}
-	}
+	tableHas(t, table, "20 × 10, grpc", "20 × 10, kube", "ratio to the floor", "controller: peak RSS", "delete: ratio to the delete floor",
+		"controller restarted at rest", "server restarted at rest")
 }
 
 // TestCountEventWriters: the Events last written in the rest window, by the component that wrote them (the
@@ -185,18 +181,13 @@ func TestMarkdownStoppedRun(t *testing.T) {
 	stopped := &Result{Scenario: Scenario{Clusters: 3, AppSets: 2, Transport: "grpc", Concurrency: 64, Creators: 16}, Floor: 10 * time.Second,
 		CreateTime: 4 * time.Second, Stopped: "3×2 grpc: context canceled"}
 	table := markdown([]*Result{done, stopped}, "make bench", "test machine")
-	for _, want := range []string{
+	tableHas(t, table,
 		"| stopped before the end | no | 3×2 grpc: context canceled |",
 		"| every hub Application Synced/Healthy | 25s | – |",
 		"| ratio to the floor | 2.50× | – |",
 		"| Applications created | – | 4s (16 clients) |",
 		"| at rest: status events / min | 0 | – |",
-		"| orphaned works | – | – |",
-	} {
-		if !strings.Contains(table, want) {
-			t.Errorf("table lacks %q:\n%s", want, table)
-		}
-	}
+		"| orphaned works | – | – |")
 	if strings.Contains(markdown([]*Result{done}, "make bench", "test machine"), "stopped") {
 		t.Error("a finished run's table mentions a stop")
 	}
@@ -209,14 +200,9 @@ func TestMarkdownMemoryLimits(t *testing.T) {
 		ServerMemoryLimit: 512 << 20, HubAPIServerMemoryLimit: 11 << 30}}
 	unlimited := &Result{Scenario: Scenario{Clusters: 3, AppSets: 2, Transport: "kube"}}
 	table := markdown([]*Result{limited, unlimited}, "make bench", "test machine")
-	for _, want := range []string{
+	tableHas(t, table,
 		"| container memory limit as set (GOMEMLIMIT 90 % of it): controller / server | 1024 MiB / 512 MiB | none / none |",
-		"| hub apiserver: container memory limit as set (GOMEMLIMIT 90 % of it) | 11264 MiB | none |",
-	} {
-		if !strings.Contains(table, want) {
-			t.Errorf("table lacks %q:\n%s", want, table)
-		}
-	}
+		"| hub apiserver: container memory limit as set (GOMEMLIMIT 90 % of it) | 11264 MiB | none |")
 	if strings.Contains(markdown([]*Result{unlimited}, "make bench", "test machine"), "memory limit") {
 		t.Error("a table without limits has a row of them")
 	}
@@ -244,15 +230,10 @@ func TestClosedWatches(t *testing.T) {
 	r := &Result{Scenario: Scenario{Clusters: 3, AppSets: 2, Transport: "kube"}, Floor: 10 * time.Second, Synced: 25 * time.Second,
 		SyncedRequests: counts, DeleteRequests: counts.sub(requestCounts{closedWorkWatches: 100, "LIST manifestworks": 5})}
 	table := markdown([]*Result{r}, "make bench", "test machine")
-	for _, want := range []string{
+	tableHas(t, table,
 		"| hub apiserver: watches of Applications closed as too slow / LIST pages of Applications, until Synced | 18 / 1 |",
 		"| hub apiserver: watches of ManifestWorks closed as too slow / LISTs of ManifestWorks, until Synced | 127 / 7 |",
-		"| hub apiserver: watches of ManifestWorks closed as too slow / LISTs of ManifestWorks, in the delete | 27 / 2 |",
-	} {
-		if !strings.Contains(table, want) {
-			t.Errorf("table lacks %q:\n%s", want, table)
-		}
-	}
+		"| hub apiserver: watches of ManifestWorks closed as too slow / LISTs of ManifestWorks, in the delete | 27 / 2 |")
 }
 
 // TestPSSTree: the proportional set size of a process tree is read, and its peak is the highest sum read;
@@ -429,4 +410,14 @@ func spendInChild(t *testing.T, n int) float64 {
 		t.Fatal(err)
 	}
 	return (child.ProcessState.UserTime() + child.ProcessState.SystemTime()).Seconds()
+}
+
+// tableHas fails the test for each of the rows or cells the table lacks.
+func tableHas(t *testing.T, table string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
 }
