@@ -269,24 +269,21 @@ func TestRESTKeepsStatusesExact(t *testing.T) {
 // server's whatever the agent sent, and a null status (valid JSON an agent may send) is rendered, not a failure.
 func TestPresentBundleShapes(t *testing.T) {
 	for _, tc := range []struct {
-		name, spec, status, want string
+		name, spec, status, storedHash, want string
 	}{
-		{"empty spec fields", `{"manifests":[ ],"deleteOption":{},"manifestConfigs":null}`, "",
+		{"empty spec fields", `{"manifests":[ ],"deleteOption":{},"manifestConfigs":null}`, "", "h9",
 			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":null}`},
-		{"spec fields kept", `{"manifests":[{"kind":"ConfigMap","data":{"n":12345678901234567890}}],"deleteOption":{"propagationPolicy":"Orphan"}}`, "",
+		{"spec fields kept", `{"manifests":[{"kind":"ConfigMap","data":{"n":12345678901234567890}}],"deleteOption":{"propagationPolicy":"Orphan"}}`, "", "h9",
 			`{"delete_option":{"propagationPolicy":"Orphan"},"manifest_configs":null,"manifests":[{"kind":"ConfigMap","data":{"n":12345678901234567890}}],"status":null}`},
-		{"null status", `{"manifests":[]}`, `null`,
+		{"null status", `{"manifests":[]}`, `null`, "h9",
 			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":{"ObservedVersion":3,"SequenceID":"9","StatusHash":"h9"}}`},
-		{"the server's versions", `{"manifests":[]}`, `{"conditions":[],"ObservedVersion":1,"SequenceID":"1","StatusHash":"x"}`,
+		{"the server's versions", `{"manifests":[]}`, `{"conditions":[],"ObservedVersion":1,"SequenceID":"1","StatusHash":"x"}`, "h9",
 			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":{"ObservedVersion":3,"SequenceID":"9","StatusHash":"h9","conditions":[]}}`},
-		{"no stored hash", `{"manifests":[]}`, `{"conditions":[],"StatusHash":"x"}`,
+		{"no stored hash", `{"manifests":[]}`, `{"conditions":[],"StatusHash":"x"}`, "",
 			`{"delete_option":null,"manifest_configs":null,"manifests":null,"status":{"ObservedVersion":3,"SequenceID":"9","conditions":[]}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := store.Bundle{SpecRow: store.SpecRow{ID: "r1", Spec: []byte(tc.spec)}, StatusVersion: 3, StatusSequence: 9, StatusHash: "h9"}
-			if tc.name == "no stored hash" {
-				b.StatusHash = ""
-			}
+			b := store.Bundle{SpecRow: store.SpecRow{ID: "r1", Spec: []byte(tc.spec)}, StatusVersion: 3, StatusSequence: 9, StatusHash: tc.storedHash}
 			if tc.status != "" {
 				b.Status = []byte(tc.status)
 			}
