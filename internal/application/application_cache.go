@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
 )
@@ -42,13 +43,18 @@ func compactApplication(obj any) (any, error) {
 // controller-runtime's field indexes keep each value twice (for its namespace and for all namespaces) and a
 // List through them copies each Application found.
 func AddIndexers(ctx context.Context, c cache.Cache, indexers toolscache.Indexers) (toolscache.Indexer, error) {
-	inf, err := c.GetInformer(ctx, &argocd.Application{})
+	return addInformerIndexers(ctx, c, &argocd.Application{}, indexers)
+}
+
+// addInformerIndexers adds indexers to the cache's informer of obj's kind and returns its indexer; see AddIndexers.
+func addInformerIndexers(ctx context.Context, c cache.Cache, obj client.Object, indexers toolscache.Indexers) (toolscache.Indexer, error) {
+	inf, err := c.GetInformer(ctx, obj)
 	if err != nil {
 		return nil, err
 	}
 	shared, ok := inf.(toolscache.SharedIndexInformer)
 	if !ok {
-		return nil, fmt.Errorf("the cache's informer of Applications is a %T, not a SharedIndexInformer", inf)
+		return nil, fmt.Errorf("the cache's informer of %T is a %T, not a SharedIndexInformer", obj, inf)
 	}
 	if err := shared.AddIndexers(indexers); err != nil {
 		return nil, err

@@ -81,12 +81,16 @@ type Reconciler struct {
 	statuses statusExpectations
 	// refreshes are the refreshes handed to managed clusters in the last refreshWindow.
 	refreshes refreshes
+	// built are the spec hashes of the works last built, with what they were built from.
+	built builtWorks
 	// operationEnds are the operations whose end the hub shows before the managed cluster's comparison after it.
 	operationEnds operationEnds
 	// gone are the Applications that left the cache deleted, with nothing left to do on the hub.
 	gone goneApplications
 	// apps indexes the cached Applications by cluster and by project (indexApplications).
 	apps toolscache.Indexer
+	// decisions indexes the cached PlacementDecisions by the clusters they decide (indexDecisions).
+	decisions toolscache.Indexer
 }
 
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;patch
@@ -103,6 +107,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return err
 	}
 	r.apps = apps
+	if r.decisions, err = indexDecisions(ctx, mgr.GetCache()); err != nil {
+		return err
+	}
 	queue, err := reconcilequeue.Options(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1), CacheSyncTimeout: syncTimeout})
 	if err != nil {
 		return err

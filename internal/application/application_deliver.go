@@ -31,9 +31,14 @@ type state struct {
 	// frozen is set by bad input: nothing more is delivered and existing works are left as they are, so
 	// that a mistake on the hub never removes an Application from a managed cluster.
 	frozen bool
-	// desired is the work the Application should have; work is the one that exists (from the cache).
-	desired *workv1.ManifestWork
-	work    *workv1.ManifestWork
+	// desired is the work the Application should have, and desiredHash its spec hash; work is the one that
+	// exists (from the cache). When the work exists as it would be built (builtWorks), desired is not built:
+	// only its hash is known.
+	desired     *workv1.ManifestWork
+	desiredHash string
+	work        *workv1.ManifestWork
+	// move is where the cluster's works are, while it moves between transports (checkMove).
+	move workclient.Move
 	// refreshCovered: the Application's refresh is covered by one handed off moments ago; it is not delivered,
 	// only cleared on the hub.
 	refreshCovered bool
@@ -74,7 +79,7 @@ func (r *Reconciler) validate(ctx context.Context, s *state) (ctrl.Result, error
 		}
 	}
 	if r.Options.TenancyGate {
-		ok, err := r.clusterPermitted(ctx, s.app.GetNamespace(), s.cluster)
+		ok, err := r.clusterPermitted(s.app.GetNamespace(), s.cluster)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -113,12 +118,29 @@ func (r *Reconciler) deliver(ctx context.Context, s *state) (ctrl.Result, error)
 	if err == nil {
 		s.work = existing
 	}
+	appKey := client.ObjectKeyFromObject(s.app).String()
+	if refresh, ok := s.app.GetAnnotations()[argocd.AnnotationRefresh]; ok &&
+		r.refreshes.covered(appKey, refresh == refreshHard, r.clock()) {
+		s.refreshCovered = true
+	}
+	baseline := operationBaseline(s.app, s.work)
+	projectVersion := ""
+	if s.project != nil {
+		projectVersion = s.project.GetResourceVersion()
+	}
+	inputs := buildInputs(s.cluster, name, s.app.Project(), projectVersion, baseline, s.refreshCovered)
+	if hash, ok := r.built.hash(appKey, s.app.GetResourceVersion(), inputs); ok && s.work != nil &&
+		s.work.DeletionTimestamp.IsZero() && s.work.Annotations[AnnotationSpecHash] == hash &&
+		s.move.CopyTo == "" && s.move.Retire == "" {
+		// The work is what building it again would give; a move would need the work itself.
+		s.desiredHash = hash
+		r.expected.satisfied(s.work.Namespace+"/"+s.work.Name, hash, hash, r.clock())
+		return ctrl.Result{}, nil
+	}
 	if s.payload, err = s.app.Unstructured(); err != nil {
 		return ctrl.Result{}, err
 	}
-	if refresh, ok := s.app.GetAnnotations()[argocd.AnnotationRefresh]; ok &&
-		r.refreshes.covered(client.ObjectKeyFromObject(s.app).String(), refresh == refreshHard, r.clock()) {
-		s.refreshCovered = true
+	if s.refreshCovered {
 		annotations := s.payload.GetAnnotations()
 		delete(annotations, argocd.AnnotationRefresh)
 		delete(annotations, argocd.AnnotationHydrate)
@@ -129,7 +151,7 @@ func (r *Reconciler) deliver(ctx context.Context, s *state) (ctrl.Result, error)
 		WorkName:             name,
 		SpokeArgoCDNamespace: r.Options.SpokeArgoCDNamespace,
 		AppProject:           s.project,
-		OperationBaseline:    operationBaseline(s.app, s.work),
+		OperationBaseline:    baseline,
 	})
 	var invalid *InvalidApplicationError
 	if errors.As(err, &invalid) {
@@ -139,7 +161,8 @@ func (r *Reconciler) deliver(ctx context.Context, s *state) (ctrl.Result, error)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	s.desired = desired
+	s.desired, s.desiredHash = desired, desired.Annotations[AnnotationSpecHash]
+	r.built.record(appKey, s.app.GetResourceVersion(), inputs, s.desiredHash)
 	if s.work != nil && !s.work.DeletionTimestamp.IsZero() {
 		// The work is still being removed (the Application moved away and back); its events requeue.
 		return ctrl.Result{}, nil
@@ -188,5 +211,5 @@ func (r *Reconciler) removeStaleWorks(ctx context.Context, s *state) (ctrl.Resul
 
 // current reports whether the cached work carries exactly what the Application asks for now.
 func (s *state) current() bool {
-	return s.work != nil && s.desired != nil && s.work.Annotations[AnnotationSpecHash] == s.desired.Annotations[AnnotationSpecHash]
+	return s.work != nil && s.desiredHash != "" && s.work.Annotations[AnnotationSpecHash] == s.desiredHash
 }

@@ -37,6 +37,7 @@ func (r *Reconciler) checkMove(ctx context.Context, s *state) {
 		s.problem(argocd.ConditionDeliveryError, "%v", err)
 		return
 	}
+	s.move = m
 	for _, name := range []string{m.Home, m.CopyTo, m.Retire} {
 		if name == "" {
 			continue
@@ -56,10 +57,7 @@ func (r *Reconciler) moveWork(ctx context.Context, s *state) (ctrl.Result, error
 	if r.Moves == nil || s.desired == nil {
 		return ctrl.Result{}, nil
 	}
-	m, err := r.Moves.Move(ctx, s.cluster)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	m := s.move
 	if m.CopyTo != "" {
 		if err := r.copyWork(ctx, s, m.CopyTo); err != nil {
 			return ctrl.Result{}, err

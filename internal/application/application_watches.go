@@ -67,6 +67,7 @@ func (r *Reconciler) applicationChanged() predicate.Predicate {
 			key := client.ObjectKeyFromObject(e.Object).String()
 			r.statuses.forget(key)
 			r.operationEnds.forget(key)
+			r.built.forget(key)
 			// An Application seen with a deletion timestamp leaves the cache for good: unless it still has
 			// argocd-pull's finalizer to remove, its reconcile need not ask the hub whether it still exists.
 			if !e.DeleteStateUnknown && !e.Object.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(e.Object, Finalizer) {

@@ -3,7 +3,6 @@ package application
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -320,7 +319,7 @@ func manifest(obj *unstructured.Unstructured) workv1.Manifest {
 
 // specHash hashes what argocd-pull decides about a work: its labels, annotations and spec.
 func specHash(work *workv1.ManifestWork) (string, int, error) {
-	data, err := json.Marshal(struct {
+	hash, size, err := argocd.HashJSON(struct {
 		Labels      map[string]string       `json:"labels"`
 		Annotations map[string]string       `json:"annotations"`
 		Spec        workv1.ManifestWorkSpec `json:"spec"`
@@ -328,6 +327,5 @@ func specHash(work *workv1.ManifestWork) (string, int, error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("encode work %s: %w", work.Name, err)
 	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:16]), len(data), nil
+	return hash, size, nil
 }

@@ -2,7 +2,6 @@ package appsetreport
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -250,12 +249,12 @@ func statuses(apps []Observed, refs []v1alpha1.ResourceRef, omittedRefs int32, l
 		return cmp.Or(cmp.Compare(a.severity(), b.severity()), cmp.Compare(a.Cluster, b.Cluster),
 			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	budget := limits.MaxBytes - encodedSize(out)
+	budget := limits.MaxBytes - argocd.JSONSize(out)
 	for _, o := range candidates {
 		// An entry is built only while the count has room: past it, Applications are only counted.
 		if len(out.ClusterConditions) < limits.MaxClusterConditions {
 			e := entry(o, limits)
-			if size := encodedSize(e) + 1; size <= budget {
+			if size := argocd.JSONSize(e) + 1; size <= budget {
 				budget -= size
 				out.ClusterConditions = append(out.ClusterConditions, e)
 				continue
@@ -425,12 +424,4 @@ func Truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + ellipsis
-}
-
-func encodedSize(v any) int {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return 0
-	}
-	return len(data)
 }

@@ -2,8 +2,6 @@ package argocd
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -87,11 +85,11 @@ func StatusHash(status map[string]any) (string, error) {
 	if status == nil {
 		status = map[string]any{}
 	}
-	data, err := json.Marshal(status)
+	h, _, err := HashJSON(status)
 	if err != nil {
 		return "", fmt.Errorf("encode application status: %w", err)
 	}
-	return hashBytes(data), nil
+	return h, nil
 }
 
 // ReconciledBeforeEnd reports whether reconciledAt is before finishedAt, the end of an operation; false when
@@ -129,16 +127,8 @@ func rawStatusHash(raw []byte) (string, error) {
 		pending, _ := json.Marshal(reconciledPending)
 		fields[StatusReconciledAt] = pending
 	}
-	data, err := json.Marshal(fields)
-	if err != nil {
-		return "", err
-	}
-	return hashBytes(data), nil
-}
-
-func hashBytes(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:16])
+	h, _, err := HashJSON(fields)
+	return h, err
 }
 
 // emptyStatusHash is the hash of an absent status.
@@ -237,10 +227,11 @@ func (a *Application) Project() string {
 
 // Unstructured returns the Application without its status as an unstructured object, for the work builder.
 func (a *Application) Unstructured() (*unstructured.Unstructured, error) {
-	c := a.DeepCopy()
+	// Encoded from a shallow copy: nothing is written to it, and the decoding below is the deep copy.
+	c := *a
 	c.Status, c.Summary = nil, nil
 	c.SetGroupVersionKind(ApplicationGVK)
-	data, err := json.Marshal(c)
+	data, err := json.Marshal(&c)
 	if err != nil {
 		return nil, fmt.Errorf("encode application %s/%s: %w", a.Namespace, a.Name, err)
 	}

@@ -1,0 +1,64 @@
+package argocd
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+)
+
+func hashBytes(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
+}
+
+// HashJSON returns the hash hashBytes gives v's json.Marshal encoding, and the encoding's length, without the
+// encoding: json.Marshal copies what it wrote into a new slice for its caller, and the hashes of the works the
+// controller builds and of the statuses it compares were 7 GB of its allocations while 150,000 Applications
+// synced. An Encoder writes from its pooled buffer into the hash instead.
+func HashJSON(v any) (string, int, error) {
+	h := sha256.New()
+	w := &heldNewline{w: h}
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return "", 0, err
+	}
+	sum := h.Sum(nil)
+	return hex.EncodeToString(sum[:16]), w.n, nil
+}
+
+// JSONSize returns the length of v's json.Marshal encoding, or 0 when v cannot be encoded, without the
+// encoding.
+func JSONSize(v any) int {
+	w := &heldNewline{w: io.Discard}
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return 0
+	}
+	return w.n
+}
+
+// heldNewline writes into w what an Encoder writes but its last byte, the newline Encode ends with (the rest is
+// json.Marshal's encoding), and counts what it wrote.
+type heldNewline struct {
+	w       io.Writer
+	n       int
+	last    byte
+	holding bool
+}
+
+func (w *heldNewline) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if w.holding {
+		if _, err := w.w.Write([]byte{w.last}); err != nil {
+			return 0, err
+		}
+		w.n++
+	}
+	if _, err := w.w.Write(p[:len(p)-1]); err != nil {
+		return 0, err
+	}
+	w.n += len(p) - 1
+	w.last, w.holding = p[len(p)-1], true
+	return len(p), nil
+}
