@@ -7,10 +7,14 @@ import (
 	"io"
 )
 
+// hashBytes is the hash of data: the first half of its SHA-256, in hex.
 func hashBytes(data []byte) string {
 	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:16])
+	return digest(sum[:])
 }
+
+// digest is the form every hash here takes of a SHA-256 sum.
+func digest(sum []byte) string { return hex.EncodeToString(sum[:16]) }
 
 // HashJSON returns the hash hashBytes gives v's json.Marshal encoding, and the encoding's length, without the
 // encoding: json.Marshal copies what it wrote into a new slice for its caller, and the hashes of the works the
@@ -22,8 +26,7 @@ func HashJSON(v any) (string, int, error) {
 	if err := json.NewEncoder(w).Encode(v); err != nil {
 		return "", 0, err
 	}
-	sum := h.Sum(nil)
-	return hex.EncodeToString(sum[:16]), w.n, nil
+	return digest(h.Sum(nil)), w.n, nil
 }
 
 // JSONSize returns the length of v's json.Marshal encoding, or 0 when v cannot be encoded, without the
