@@ -124,11 +124,12 @@ func (r *Reconciler) deliver(ctx context.Context, s *state) (ctrl.Result, error)
 		s.refreshCovered = true
 	}
 	baseline := operationBaseline(s.app, s.work)
-	projectVersion := ""
+	// validate fetched the AppProject unless it is the default one.
+	project, projectVersion := "", ""
 	if s.project != nil {
-		projectVersion = s.project.GetResourceVersion()
+		project, projectVersion = s.project.GetName(), s.project.GetResourceVersion()
 	}
-	inputs := buildInputs(s.cluster, name, s.app.Project(), projectVersion, baseline, s.refreshCovered)
+	inputs := buildInputs(s.cluster, name, project, projectVersion, baseline, s.refreshCovered)
 	if hash, ok := r.built.hash(appKey, s.app.GetResourceVersion(), inputs); ok && s.work != nil &&
 		s.work.DeletionTimestamp.IsZero() && s.work.Annotations[AnnotationSpecHash] == hash &&
 		s.move.CopyTo == "" && s.move.Retire == "" {
