@@ -60,19 +60,6 @@ func (b *builtWorks) record(key, resourceVersion string, inputs uint64, hash str
 	b.entries[key] = built{resourceVersion: resourceVersion, inputs: inputs, hash: hash}
 }
 
-// advance carries what is remembered of the Application key from its version oldRV to newRV: an update that
-// changed nothing BuildWork reads (specChanged is false), above all the controller's own status write, which
-// gives the Application a new resourceVersion and would otherwise have the next reconcile build the work again.
-// Nothing is carried when what is remembered was built from another version than oldRV.
-func (b *builtWorks) advance(key, oldRV, newRV string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if e, ok := b.entries[key]; ok && e.resourceVersion == oldRV {
-		e.resourceVersion = newRV
-		b.entries[key] = e
-	}
-}
-
 // forget drops what is remembered of the Application key: it is gone, or being deleted.
 func (b *builtWorks) forget(key string) {
 	b.mu.Lock()

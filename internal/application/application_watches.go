@@ -59,15 +59,9 @@ func (r *Reconciler) applicationChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.(*argocd.Application), e.ObjectNew.(*argocd.Application)
-			key := client.ObjectKeyFromObject(n).String()
 			hash := n.StatusSummary().Hash
-			own := r.statuses.observed(key, n.ResourceVersion, hash, r.clock())
-			if specChanged(o, n) {
-				return true
-			}
-			// The work built from the old version is the one the new version would build.
-			r.built.advance(key, o.ResourceVersion, n.ResourceVersion)
-			return !own && hash != o.StatusSummary().Hash
+			own := r.statuses.observed(client.ObjectKeyFromObject(n).String(), n.ResourceVersion, hash, r.clock())
+			return specChanged(o, n) || (!own && hash != o.StatusSummary().Hash)
 		},
 		DeleteFunc: func(e event.DeleteEvent) bool {
 			key := client.ObjectKeyFromObject(e.Object).String()
@@ -84,8 +78,7 @@ func (r *Reconciler) applicationChanged() predicate.Predicate {
 	}
 }
 
-// specChanged reports whether an update changed more than the status: anything BuildWork reads of the
-// Application (builtWorks.advance relies on it).
+// specChanged reports whether an update changed more than the status.
 func specChanged(o, n *argocd.Application) bool {
 	return !reflect.DeepEqual(o.GetLabels(), n.GetLabels()) ||
 		!reflect.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
