@@ -395,3 +395,22 @@ func TestBuildWorkHydrateAnnotation(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkBuildWork builds the work of an Application shaped as test/bench creates them (owned by an
+// ApplicationSet, automated sync): what one build costs the controller (docs/benchmarks.md counts builds by it).
+func BenchmarkBuildWork(b *testing.B) {
+	app := hubApp(func(u *unstructured.Unstructured) {
+		yes := true
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet",
+			Name: "set-01", UID: "u1", Controller: &yes, BlockOwnerDeletion: &yes}})
+		u.Object["spec"].(map[string]any)["syncPolicy"] = map[string]any{
+			"automated": map[string]any{"prune": true}, "syncOptions": []any{"CreateNamespace=true"}}
+		delete(u.Object, "status")
+	})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := BuildWork(app, BuildOptions{Cluster: "cluster1", WorkName: "w", SpokeArgoCDNamespace: "argocd"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
