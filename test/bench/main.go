@@ -98,6 +98,7 @@ func main() {
 		"written with their top functions to -pprof-dir; in the Maestro mode also PostgreSQL's statements of each CPU phase (pg_stat_statements)")
 	flag.StringVar(&o.base.PprofDir, "pprof-dir", "", "Directory of the profiles of -pprof (default OUT/pprof)")
 	flag.BoolVar(&o.skipFloor, "skip-floor", false, "Do not measure the floor (for profiling runs)")
+	flag.BoolVar(&o.base.SkipDeleteFloor, "skip-delete-floor", false, "Measure the floor without the delete floor (for runs stopped as the fleet's delete begins)")
 	flag.BoolVar(&o.base.FloorOnly, "floor-only", false, "Measure the floor alone (what the hub apiserver needs, with -watch-cache-up-to, say)")
 	flag.Func("hub-apiserver-arg", "An extra flag of the hub apiserver, for the floor and the fleet (repeatable; -v=1, say, to see which watchers it closes)", func(v string) error {
 		o.base.HubAPIServerArgs = append(o.base.HubAPIServerArgs, v)

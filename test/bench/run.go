@@ -56,8 +56,9 @@ type Scenario struct {
 	PprofDir string `json:"-"`
 	// BenchmarkPprof is the URL of the benchmark process's /debug/pprof/ (the tracker runs there).
 	BenchmarkPprof string `json:"-"`
-	// SkipFloor leaves the floor out; FloorOnly measures the floor alone.
-	SkipFloor, FloorOnly bool
+	// SkipFloor leaves the floor out; FloorOnly measures the floor alone; SkipDeleteFloor measures the create
+	// floor without the delete floor that follows it (a run stopped as the fleet's delete begins does not need it).
+	SkipFloor, FloorOnly, SkipDeleteFloor bool
 	// NoWatchCache runs the hub apiserver, for the floor and for the fleet, without its watch cache of
 	// Applications: each watch is then served from etcd. At 150,000 Applications the cache (decoded
 	// unstructured objects, about 50 KB each) does not fit in 24 GiB beside the rest of the fleet.
@@ -352,6 +353,9 @@ func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) 
 	}
 	res.FloorRequests = end.sub(startRequests)
 	sc.Log("floor: %s, %.1f CPU s", res.Floor.Round(time.Millisecond), res.FloorCPU)
+	if sc.SkipDeleteFloor {
+		return nil
+	}
 
 	sc.Log("delete floor: deleting the %d Applications and taking their finalizer off", res.Applications)
 	startUsage = usageOf(procs)
