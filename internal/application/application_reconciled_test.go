@@ -3,6 +3,9 @@ package application
 import (
 	"testing"
 	"time"
+
+	"github.com/argocd-pull/argocd-pull/internal/appstatus"
+	"github.com/argocd-pull/argocd-pull/internal/argocd"
 )
 
 // TestOperationEnds: the hub takes the cluster's comparison after an operation's end as done when it shows it
@@ -57,6 +60,56 @@ func TestOperationEnds(t *testing.T) {
 			}
 			if o.forget("ns/app"); len(o.entries) != 0 {
 				t.Fatalf("entries after forget: %v", o.entries)
+			}
+		})
+	}
+}
+
+// TestWithReconciledAtHash: the hash withReconciledAt returns is argocd.StatusHash of the status it returns,
+// whether it was taken over from the status without reconciledAt (the comparison after the operation's end is
+// in it) or taken again (before that comparison, without an operation's end, with the cluster's own
+// reconciledAt).
+func TestWithReconciledAtHash(t *testing.T) {
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	ended := func(sync string, extra map[string]any) map[string]any {
+		s := map[string]any{
+			"sync":           map[string]any{"status": sync},
+			"health":         map[string]any{"status": "Healthy"},
+			"operationState": map[string]any{"phase": "Succeeded", "finishedAt": now.Add(-time.Minute).Format(time.RFC3339)},
+		}
+		for k, v := range extra {
+			s[k] = v
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name    string
+		desired map[string]any
+		// beforeEnd: the reconciledAt returned is before the operation's end.
+		beforeEnd bool
+	}{
+		{"no operation", map[string]any{"sync": map[string]any{"status": "Synced"}}, false},
+		{"ended, synced", ended("Synced", nil), false},
+		{"ended, comparison awaited", ended("OutOfSync", nil), true},
+		{"ended, the cluster's reconciledAt", ended("Synced", map[string]any{argocd.StatusReconciledAt: now.Add(-2 * time.Minute).Format(time.RFC3339)}), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Reconciler{}
+			out, hash, _, err := r.withReconciledAt("ns/app", tc.desired, &argocd.StatusSummary{}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := argocd.StatusHash(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hash != want {
+				t.Errorf("hash = %s, StatusHash of the status returned = %s", hash, want)
+			}
+			at, _ := out[argocd.StatusReconciledAt].(string)
+			end, _ := appstatus.OperationEnd(out)
+			if got := argocd.ReconciledBeforeEnd(at, end.Format(time.RFC3339)); got != tc.beforeEnd {
+				t.Errorf("reconciledAt %s before the end %s: %v, want %v", at, end, got, tc.beforeEnd)
 			}
 		})
 	}

@@ -63,15 +63,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, er
 	}
 
 	key := client.ObjectKeyFromObject(s.app).String()
-	desired, settle, err := r.withReconciledAt(key, desired, summary, now)
+	desired, hash, settle, err := r.withReconciledAt(key, desired, summary, now)
 	if err != nil {
 		return result, err
 	}
 	result = lowestRequeue(result, ctrl.Result{RequeueAfter: settle})
-	hash, err := argocd.StatusHash(desired)
-	if err != nil {
-		return result, err
-	}
 	if hash == r.statuses.known(key, s.app.ResourceVersion, summary.Hash, now) {
 		return result, nil
 	}
@@ -86,23 +82,34 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, er
 	return result, nil
 }
 
-// withReconciledAt returns the desired status with its reconciledAt (appstatus.WithReconciledAt): before the
-// end of the operation it shows while the managed cluster's comparison after that end is awaited, with how long
-// until it is taken as done.
-func (r *Reconciler) withReconciledAt(key string, desired map[string]any, hub *argocd.StatusSummary, now time.Time) (map[string]any, time.Duration, error) {
+// withReconciledAt returns the desired status with its reconciledAt (appstatus.WithReconciledAt), and its
+// argocd.StatusHash: before the end of the operation it shows while the managed cluster's comparison after that
+// end is awaited, with how long until it is taken as done.
+func (r *Reconciler) withReconciledAt(key string, desired map[string]any, hub *argocd.StatusSummary, now time.Time) (map[string]any, string, time.Duration, error) {
 	end, ok := appstatus.OperationEnd(desired)
 	if !ok {
-		return appstatus.WithReconciledAt(desired, now, true), 0, nil
+		out := appstatus.WithReconciledAt(desired, now, true)
+		hash, err := argocd.StatusHash(out)
+		return out, hash, 0, err
 	}
 	hash, err := argocd.StatusHash(desired)
 	if err != nil {
-		return nil, 0, err
+		return nil, "", 0, err
 	}
 	finishedAt := end.Format(time.RFC3339)
 	hubCompared := hub.OperationFinishedAt != "" && hub.ReconciledAt != "" &&
 		sameTime(hub.OperationFinishedAt, finishedAt) && !argocd.ReconciledBeforeEnd(hub.ReconciledAt, hub.OperationFinishedAt)
 	compared, wait := r.operationEnds.compared(key, finishedAt, hash, appstatus.Synced(desired), hubCompared, now)
-	return appstatus.WithReconciledAt(desired, now, compared), wait, nil
+	out := appstatus.WithReconciledAt(desired, now, compared)
+	if _, had := desired[argocd.StatusReconciledAt]; compared && !had {
+		// A reconciledAt not before the operation's end leaves the hash as it was without one, so the status is
+		// not encoded a second time (most passes once an Application has synced).
+		return out, hash, wait, nil
+	}
+	if hash, err = argocd.StatusHash(out); err != nil {
+		return nil, "", 0, err
+	}
+	return out, hash, wait, nil
 }
 
 // sameTime reports whether two RFC 3339 times are the same instant.

@@ -247,7 +247,8 @@ func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("create the watches' hub client: %w", err)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: Scheme(),
+		Scheme:         Scheme(),
+		MapperProvider: newMapper,
 		Cache: cache.Options{
 			// The informers on a connection of their own: on the workers' connection a watch's events wait
 			// behind their writes whenever the apiserver is busy (see OwnConnection).
