@@ -82,9 +82,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, er
 	return result, nil
 }
 
-// withReconciledAt returns the desired status with its reconciledAt (appstatus.WithReconciledAt), and its
-// argocd.StatusHash: before the end of the operation it shows while the managed cluster's comparison after that
-// end is awaited, with how long until it is taken as done.
+// withReconciledAt returns the desired status with its reconciledAt (appstatus.WithReconciledAt: before the end
+// of the operation it shows while the managed cluster's comparison after that end is awaited), its
+// argocd.StatusHash, and how long until that comparison is taken as done.
 func (r *Reconciler) withReconciledAt(key string, desired map[string]any, hub *argocd.StatusSummary, now time.Time) (map[string]any, string, time.Duration, error) {
 	end, ok := appstatus.OperationEnd(desired)
 	if !ok {
