@@ -23,9 +23,10 @@ func newMapper(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, erro
 // foundMappings remembers the REST mappings its RESTMapper found. controller-runtime's dynamic mapper answers
 // from a PriorityRESTMapper over one mapper per API group, which builds a no-match error for every group but
 // the one asked for: about 8 KB at every request of the metadata client, such as the Application status
-// PATCH, 400 MB of the controller's allocations while 50,000 Applications synced. The dynamic mapper never
-// forgets a mapping it found (it reloads a group only when a kind is not found), so a remembered mapping is
-// what it would answer; what was not found is asked again, so that a CRD installed later is found.
+// PATCH, 400 MB of the controller's allocations while 50,000 Applications synced. The dynamic mapper keeps a
+// mapping it found until a reload of its group (after a kind of that group was not found) finds the version
+// gone from the server; a mapping remembered past that leads to the server's NotFound instead of a no-match
+// error, a failure either way. What was not found is asked again, so that a CRD installed later is found.
 type foundMappings struct {
 	meta.RESTMapper
 	mu    sync.RWMutex
