@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -12,12 +14,15 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
@@ -420,4 +425,57 @@ func tableHas(t *testing.T, table string, wants ...string) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
 	}
+}
+
+// TestRetried: a request that failed for a transient reason is sent again, one whose earlier attempt took effect
+// after all ends as a success, and anything else fails at once.
+func TestRetried(t *testing.T) {
+	ctx := context.Background()
+	// What the hub apiserver answered a create while etcd stalled: an error that is not a Status, as a 500.
+	etcdTimeout := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+		Reason: metav1.StatusReasonUnknown, Message: "etcdserver: request timed out"}}
+	exists := apierrors.NewAlreadyExists(schema.GroupResource{Group: "argoproj.io", Resource: "applications"}, "app")
+	invalid := apierrors.NewBadRequest("spec.destination: Required value")
+	for _, tc := range []struct {
+		name        string
+		answers     []error
+		tookEffect  func(error) bool
+		wantErr     error
+		wantSent    int
+		wantRetries int64
+	}{
+		{"first time", []error{nil}, apierrors.IsAlreadyExists, nil, 1, 0},
+		{"after two etcd timeouts", []error{etcdTimeout, etcdTimeout, nil}, apierrors.IsAlreadyExists, nil, 3, 2},
+		{"created by the attempt that timed out", []error{etcdTimeout, exists}, apierrors.IsAlreadyExists, nil, 2, 1},
+		{"exists at the first attempt", []error{exists}, apierrors.IsAlreadyExists, exists, 1, 0},
+		{"not transient", []error{invalid}, apierrors.IsAlreadyExists, invalid, 1, 0},
+		{"throttled, then dropped", []error{apierrors.NewTooManyRequests("slow down", 0), io.ErrUnexpectedEOF, nil}, nil, nil, 3, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var retries atomic.Int64
+			sent := 0
+			err := retried(ctx, &retries, func() error {
+				sent++
+				return tc.answers[sent-1]
+			}, tc.tookEffect)
+			if !errors.Is(err, tc.wantErr) || sent != tc.wantSent || retries.Load() != tc.wantRetries {
+				t.Fatalf("err %v, sent %d, retries %d; want %v, %d, %d", err, sent, retries.Load(), tc.wantErr, tc.wantSent, tc.wantRetries)
+			}
+		})
+	}
+	t.Run("gives up", func(t *testing.T) {
+		var retries atomic.Int64
+		sent := 0
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		err := retried(ctx, &retries, func() error {
+			if sent++; sent == 3 {
+				cancel() // the run is stopped: no more waiting
+			}
+			return etcdTimeout
+		}, nil)
+		if !errors.Is(err, etcdTimeout) || sent != 3 {
+			t.Fatalf("err %v after %d sends; want the etcd timeout after 3", err, sent)
+		}
+	})
 }

@@ -4,18 +4,22 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -297,10 +301,49 @@ func forEach(ctx context.Context, n, concurrency int, f func(ctx context.Context
 		})
 	}
 	_ = g.Wait()
-	if n := failed.Load(); n > 0 {
-		return fmt.Errorf("%d of %d failed, first: %v", n, n, first.Load())
+	if failed := failed.Load(); failed > 0 {
+		return fmt.Errorf("%d of %d failed, first: %v", failed, n, first.Load())
 	}
 	return nil
+}
+
+// maxRetries is how many times retried sends a request again: with its backoff, for about half a minute.
+const maxRetries = 8
+
+// retried sends one of the benchmark's requests again after a transient apiserver error (a 5xx, an etcd timeout
+// under load say, a 429 or a dropped connection), as the ApplicationSet controller would at its next reconcile,
+// up to maxRetries times: a 150,000 run is not thrown away for an etcd stall of a few seconds. An error on a retry
+// that says an earlier attempt took effect after all (tookEffect: AlreadyExists after a create that timed out)
+// ends it as a success. The retries are counted into retries.
+func retried(ctx context.Context, retries *atomic.Int64, req func() error, tookEffect func(error) bool) error {
+	backoff := 200 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := req()
+		if err == nil || (attempt > 0 && tookEffect != nil && tookEffect(err)) {
+			return nil
+		}
+		if !transient(err) || attempt == maxRetries {
+			return err
+		}
+		retries.Add(1)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// transient reports whether a request may succeed if sent again: the apiserver failed it (5xx, 429) or the
+// connection dropped.
+func transient(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		return code >= http.StatusInternalServerError || code == http.StatusTooManyRequests
+	}
+	return utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // meanApplicationBytes is the mean size, as JSON, of the first 100 pull-model Applications of the hub.
@@ -371,7 +414,7 @@ func floorApplication(clusters []string, sets, i int) *unstructured.Unstructured
 
 // measureFloor is the least the hub apiserver needs for the scenario: create the Applications and write each
 // status once, with the same client settings. It runs on an apiserver of its own, which is thrown away after.
-func measureFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets, concurrency int, qps float32, burst int) (time.Duration, error) {
+func measureFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets, concurrency int, qps float32, burst int, retries *atomic.Int64) (time.Duration, error) {
 	c, err := clientFor(cfg, qps, burst)
 	if err != nil {
 		return 0, err
@@ -388,10 +431,10 @@ func measureFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets
 		if err != nil {
 			return err
 		}
-		if err := c.Create(ctx, app); err != nil {
+		if err := retried(ctx, retries, func() error { return c.Create(ctx, app) }, apierrors.IsAlreadyExists); err != nil {
 			return err
 		}
-		return c.Patch(ctx, app, client.RawPatch(types.JSONPatchType, status))
+		return retried(ctx, retries, func() error { return c.Patch(ctx, app, client.RawPatch(types.JSONPatchType, status)) }, nil)
 	})
 	elapsed := time.Since(start)
 	if err != nil {
@@ -405,7 +448,7 @@ func measureFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets
 // metadata alone, as the controller does. The fleet does that much and more: there the garbage collector reads
 // each Application before it deletes it, and the controller takes the finalizer off once the Application's work
 // is gone.
-func measureDeleteFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets, concurrency int, qps float32, burst int) (time.Duration, error) {
+func measureDeleteFloor(ctx context.Context, cfg *rest.Config, clusters []string, sets, concurrency int, qps float32, burst int, retries *atomic.Int64) (time.Duration, error) {
 	c, err := clientFor(cfg, qps, burst)
 	if err != nil {
 		return 0, err
@@ -414,10 +457,11 @@ func measureDeleteFloor(ctx context.Context, cfg *rest.Config, clusters []string
 	start := time.Now()
 	err = forEach(ctx, len(clusters)*sets, concurrency, func(ctx context.Context, i int) error {
 		app := floorApplication(clusters, sets, i)
-		if err := c.Delete(ctx, app); err != nil {
+		if err := retried(ctx, retries, func() error { return c.Delete(ctx, app) }, nil); err != nil {
 			return err
 		}
-		return c.Patch(ctx, metadataOf(app), release)
+		// Released by an attempt that timed out, the Application is gone.
+		return retried(ctx, retries, func() error { return c.Patch(ctx, metadataOf(app), release) }, apierrors.IsNotFound)
 	})
 	elapsed := time.Since(start)
 	if err != nil {

@@ -232,6 +232,7 @@ func markdown(results []*Result, command, machine string) string {
 		return fmt.Sprintf("%.0f / %.0f", r.DeleteRequests[closedWorkWatches], r.DeleteRequests["LIST manifestworks"])
 	})
 	row("orphaned works", func(r *Result) string { return ifMeasured(r.DeleteApps != 0, fmt.Sprint(r.Orphans)) })
+	row("the benchmark's requests sent again after a transient apiserver error (floors, creates)", func(r *Result) string { return fmt.Sprint(r.Retries) })
 	for _, p := range processNames(results) {
 		row(p+": peak RSS / CPU s", func(r *Result) string {
 			u, ok := r.Usage[p]

@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -126,8 +128,11 @@ type Result struct {
 	DeleteFloorRequests   requestCounts
 	DeleteFloorProcessCPU map[string]float64
 	Orphans               int
-	Requests              requestCounts
-	Usage                 map[string]usage
+	// Retries are the benchmark's own requests (the floors', the creates) sent again after a transient apiserver
+	// error (retried).
+	Retries  int64
+	Requests requestCounts
+	Usage    map[string]usage
 	// FloorCPU and FloorRequests are what the floor cost the hub (apiserver and etcd); SyncedCPU and
 	// SyncedRequests what the fleet's hub-side processes (the simulator excluded) spent from the first create
 	// until every Application was Synced and Healthy: the same work, so per Application they compare.
@@ -334,7 +339,9 @@ func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) 
 		prof.add("kube-apiserver", hub, floorEnv.Hub.Config().Host+"/debug/pprof/")
 	}
 	stopProfiling := prof.cpu(ctx, "floor")
-	res.Floor, err = measureFloor(ctx, floorEnv.Hub.Config(), clusters, sc.AppSets, sc.creators(), sc.QPS, sc.Burst)
+	var retries atomic.Int64
+	res.Floor, err = measureFloor(ctx, floorEnv.Hub.Config(), clusters, sc.AppSets, sc.creators(), sc.QPS, sc.Burst, &retries)
+	res.Retries += retries.Swap(0)
 	if err != nil {
 		stopProfiling()
 		return err
@@ -360,7 +367,8 @@ func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) 
 	sc.Log("delete floor: deleting the %d Applications and taking their finalizer off", res.Applications)
 	startUsage = usageOf(procs)
 	stopProfiling = prof.cpu(ctx, "delete-floor")
-	res.DeleteFloor, err = measureDeleteFloor(ctx, floorEnv.Hub.Config(), clusters, sc.AppSets, sc.Concurrency, sc.QPS, sc.Burst)
+	res.DeleteFloor, err = measureDeleteFloor(ctx, floorEnv.Hub.Config(), clusters, sc.AppSets, sc.Concurrency, sc.QPS, sc.Burst, &retries)
+	res.Retries += retries.Swap(0)
 	stopProfiling()
 	if err != nil {
 		return err
@@ -425,9 +433,15 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	stopProfiling := prof.cpu(ctx, "sync")
 	total := res.Applications
 	sc.Log("creating %d Applications for %d ApplicationSets over %d clusters", total, sc.AppSets, sc.Clusters)
+	var retries atomic.Int64
 	err = forEach(ctx, total, sc.creators(), func(ctx context.Context, i int) error {
-		return c.Create(ctx, pullApplication(sets[i%sc.AppSets], clusters[i/sc.AppSets]))
+		app := pullApplication(sets[i%sc.AppSets], clusters[i/sc.AppSets])
+		return retried(ctx, &retries, func() error { return c.Create(ctx, app) }, apierrors.IsAlreadyExists)
 	})
+	res.Retries += retries.Load()
+	if n := retries.Load(); n > 0 {
+		sc.Log("%d creates sent again after a transient apiserver error", n)
+	}
 	if err != nil {
 		stopSampling()
 		stopProfiling()
