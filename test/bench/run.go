@@ -438,8 +438,8 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 		app := pullApplication(sets[i%sc.AppSets], clusters[i/sc.AppSets])
 		return retried(ctx, &retries, func() error { return c.Create(ctx, app) }, apierrors.IsAlreadyExists)
 	})
-	res.Retries += retries.Load()
 	if n := retries.Load(); n > 0 {
+		res.Retries += n
 		sc.Log("%d creates sent again after a transient apiserver error", n)
 	}
 	if err != nil {
