@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -239,6 +240,37 @@ func TestClosedWatches(t *testing.T) {
 		"| hub apiserver: watches of Applications closed as too slow / LIST pages of Applications, until Synced | 18 / 1 |",
 		"| hub apiserver: watches of ManifestWorks closed as too slow / LISTs of ManifestWorks, until Synced | 127 / 7 |",
 		"| hub apiserver: watches of ManifestWorks closed as too slow / LISTs of ManifestWorks, in the delete | 27 / 2 |")
+}
+
+// TestRefusedWrites: the writes the apiserver answered with an error are counted apart by resource, among the
+// writes, and the table gives them beside a restart's writes and those at rest.
+func TestRefusedWrites(t *testing.T) {
+	metrics := strings.Join([]string{
+		`apiserver_request_total{code="201",component="apiserver",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 2`,
+		`apiserver_request_total{code="403",component="apiserver",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 4`,
+		`apiserver_request_total{code="404",component="apiserver",group="argoproj.io",resource="applications",scope="resource",subresource="",verb="GET",version="v1alpha1"} 9`,
+		`apiserver_request_total{code="500",component="apiserver",group="argoproj.io",resource="applications",scope="resource",subresource="",verb="PATCH",version="v1alpha1"} 1`,
+		`apiserver_request_total{code="200",component="apiserver",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 3`,
+	}, "\n") + "\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(metrics)) }))
+	defer srv.Close()
+	counts, err := hubRequests(context.Background(), &rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes, refusedWrites := counts.writesByResource(1), counts.refusedByResource(1)
+	if !maps.Equal(writes, map[string]float64{"events": 6, "applications": 1, "leases": 3}) {
+		t.Errorf("writes %v", writes)
+	}
+	if !maps.Equal(refusedWrites, map[string]float64{"events": 4, "applications": 1}) {
+		t.Errorf("refused writes %v (a GET answered 404 is no write)", refusedWrites)
+	}
+	r := &Result{Scenario: Scenario{Clusters: 3, AppSets: 2, Transport: "kube", Restart: true}, Synced: time.Minute,
+		RestRefusedWrites: map[string]float64{"events": 2},
+		Restarts:          []restartResult{{Process: "controller", HubWrites: writes, RefusedWrites: refusedWrites}}}
+	tableHas(t, markdown([]*Result{r}, "make bench", "test machine"),
+		"| at rest: hub writes / min (without the apiserver's own lease renewals; refused); Events written, by writer | 0 (refused: events 2) |",
+		"|   its hub writes by resource (refused; Events by writer); works applied and statuses sent by the clusters | events 6, leases 3, applications 1 (refused: events 4, applications 1); 0, 0 |")
 }
 
 // TestPSSTree: the proportional set size of a process tree is read, and its peak is the highest sum read;

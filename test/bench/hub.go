@@ -33,8 +33,9 @@ import (
 // simResourcesPerApp is how many resources each simulated Application deploys (and lists in its status).
 const simResourcesPerApp = 4
 
-// requestCounts are the hub apiserver's requests by verb (apiserver_request_total), and under closedWatches and
-// closedWorkWatches the watches it closed because their clients did not keep up (apiserver_terminated_watchers_total).
+// requestCounts are the hub apiserver's requests by verb (apiserver_request_total), under closedWatches and
+// closedWorkWatches the watches it closed because their clients did not keep up (apiserver_terminated_watchers_total),
+// and under refused and a resource's name the writes it answered with an error.
 type requestCounts map[string]float64
 
 // closedWatches and closedWorkWatches are the keys of requestCounts that count the watches of Applications and
@@ -46,6 +47,10 @@ const (
 	closedWatches     = "WATCH-CLOSED applications.argoproj.io"
 	closedWorkWatches = "WATCH-CLOSED manifestworks.work.open-cluster-management.io"
 )
+
+// refused prefixes the resource of the writes the apiserver answered with an error (a 4xx or 5xx code): they
+// count among the writes, but wrote nothing.
+const refused = "REFUSED "
 
 // hubRequests scrapes the apiserver's request counters, by verb and by "verb resource[/subresource]", and the
 // watches it closed by resource (closedWatches, closedWorkWatches).
@@ -66,6 +71,9 @@ func hubRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
 			}
 			counts[verb] += v
 			counts[verb+" "+resource] += v
+			if code, _ := strconv.Atoi(label(labels, "code")); isWrite(verb) && code >= http.StatusBadRequest {
+				counts[refused+resource] += v
+			}
 		}
 	})
 	if err != nil {
@@ -147,12 +155,28 @@ func label(labels, name string) string {
 	return rest[:strings.IndexByte(rest, '"')]
 }
 
-// writesByResource is the writes per minute by resource.
+// isWrite reports whether an apiserver request verb writes.
+func isWrite(verb string) bool {
+	return verb == "POST" || verb == "PUT" || verb == "PATCH" || verb == "DELETE" || verb == "APPLY"
+}
+
+// writesByResource is the writes per minute by resource, those refused included.
 func (c requestCounts) writesByResource(minutes float64) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range c {
 		verb, resource, ok := strings.Cut(k, " ")
-		if ok && (verb == "POST" || verb == "PUT" || verb == "PATCH" || verb == "DELETE" || verb == "APPLY") {
+		if ok && isWrite(verb) {
+			out[resource] += v / minutes
+		}
+	}
+	return out
+}
+
+// refusedByResource is, of writesByResource, the writes per minute the apiserver refused, by resource.
+func (c requestCounts) refusedByResource(minutes float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range c {
+		if resource, ok := strings.CutPrefix(k, refused); ok {
 			out[resource] += v / minutes
 		}
 	}

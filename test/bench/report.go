@@ -126,8 +126,8 @@ func markdown(results []*Result, command, machine string) string {
 	row("at rest: status events / min", func(r *Result) string {
 		return ifMeasured(r.Synced != 0, fmt.Sprintf("%.0f", r.RestStatusEvents))
 	})
-	row("at rest: hub writes / min (without the apiserver's own lease renewals); Events written, by writer", func(r *Result) string {
-		return ifMeasured(r.Synced != 0, fmt.Sprintf("%.0f", r.RestHubWrites)+eventWritersText(r.RestEventWriters))
+	row("at rest: hub writes / min (without the apiserver's own lease renewals; refused); Events written, by writer", func(r *Result) string {
+		return ifMeasured(r.Synced != 0, fmt.Sprintf("%.0f", r.RestHubWrites)+refusedText(r.RestRefusedWrites)+eventWritersText(r.RestEventWriters))
 	})
 	row("status latency p50 / p99 (churn)", func(r *Result) string {
 		if r.LatencySamples == 0 {
@@ -172,9 +172,10 @@ func markdown(results []*Result, command, machine string) string {
 			rr, ok := restart(r)
 			return ifMeasured(ok, fmt.Sprintf("%s; %s; %s", dur(rr.Ready), dur(rr.CaughtUp), dur(rr.Settled)))
 		})
-		row("  its hub writes by resource (Events by writer); works applied and statuses sent by the clusters", func(r *Result) string {
+		row("  its hub writes by resource (refused; Events by writer); works applied and statuses sent by the clusters", func(r *Result) string {
 			rr, ok := restart(r)
-			return ifMeasured(ok, fmt.Sprintf("%s%s; %.0f, %.0f", writesText(rr.HubWrites), eventWritersText(rr.EventWriters), rr.WorksApplied, rr.StatusUpdates))
+			return ifMeasured(ok, fmt.Sprintf("%s%s%s; %.0f, %.0f", writesText(rr.HubWrites), refusedText(rr.RefusedWrites),
+				eventWritersText(rr.EventWriters), rr.WorksApplied, rr.StatusUpdates))
 		})
 		row("  hub-side CPU ms per Application (of which the "+process+"); its peak RSS", func(r *Result) string {
 			rr, ok := restart(r)
@@ -355,6 +356,14 @@ func writesText(writes map[string]float64) string {
 		return "none"
 	}
 	return countsText(writes)
+}
+
+// refusedText is " (refused: events 6)" for the writes the apiserver refused, and empty when it refused none.
+func refusedText(writes map[string]float64) string {
+	if len(writes) == 0 {
+		return ""
+	}
+	return " (refused: " + countsText(writes) + ")"
 }
 
 // countsText is "a 3, b 2" for counts by name, most first, names in order among equal counts.

@@ -28,6 +28,8 @@ type restartResult struct {
 	// scenario's Settle; the leases included (the apiserver's own renewals, and the leader election lease a new
 	// controller takes).
 	HubWrites map[string]float64
+	// RefusedWrites are those of HubWrites the apiserver answered with an error, by resource.
+	RefusedWrites map[string]float64 `json:",omitempty"`
 	// EventWriters counts the Events written meanwhile by the component that wrote them.
 	EventWriters map[string]int `json:",omitempty"`
 	// WorksApplied and StatusUpdates are the work generations the simulated clusters applied and the statuses
@@ -101,7 +103,8 @@ func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *s
 		return err
 	}
 	end := usageOf(procs)
-	r.HubWrites = after.sub(before).writesByResource(1)
+	delta := after.sub(before)
+	r.HubWrites, r.RefusedWrites = delta.writesByResource(1), delta.refusedByResource(1)
 	if r.HubWrites["events"] > 0 {
 		if r.EventWriters, err = eventWriters(ctx, hub, killed, time.Now()); err != nil {
 			return err
@@ -112,9 +115,9 @@ func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *s
 	r.ProcessCPU = processCPU(end, startUsage)
 	r.PeakRSS = end[name].PeakRSSBytes
 	res.Restarts = append(res.Restarts, r)
-	sc.Log("restarted %s: ready after %s, caught up after %s, the hub quiet again after %s; hub writes %v, Events by writer %v; %.0f works applied and %.0f statuses sent by the clusters; hub-side CPU %.1f s",
+	sc.Log("restarted %s: ready after %s, caught up after %s, the hub quiet again after %s; hub writes %v (refused %v), Events by writer %v; %.0f works applied and %.0f statuses sent by the clusters; hub-side CPU %.1f s",
 		name, r.Ready.Round(time.Millisecond), r.CaughtUp.Round(time.Millisecond), r.Settled.Round(time.Millisecond),
-		r.HubWrites, r.EventWriters, r.WorksApplied, r.StatusUpdates, hubSide(r.ProcessCPU))
+		r.HubWrites, r.RefusedWrites, r.EventWriters, r.WorksApplied, r.StatusUpdates, hubSide(r.ProcessCPU))
 	return nil
 }
 

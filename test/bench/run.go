@@ -99,8 +99,10 @@ type Result struct {
 	// create.
 	Settled                         time.Duration
 	RestStatusEvents, RestHubWrites float64 // per minute
-	// RestHubWritesByResource are the writes at rest per minute by resource.
+	// RestHubWritesByResource are the writes at rest per minute by resource, and RestRefusedWrites those of
+	// them the apiserver answered with an error.
 	RestHubWritesByResource map[string]float64
+	RestRefusedWrites       map[string]float64 `json:",omitempty"`
 	// RestEventWriters counts the Events written at rest by the component that wrote them: the hub takes
 	// Events from OCM's and Kubernetes' own controllers too (the placement controller's rescheduling on its
 	// informers' resync, say), and these say whose they are.
@@ -545,7 +547,7 @@ func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Confi
 	minutes := sc.RestPeriod.Minutes()
 	res.RestStatusEvents = (endStats.StatusUpdates - startStats.StatusUpdates) / minutes
 	delta := after.sub(before)
-	res.RestHubWritesByResource = delta.writesByResource(minutes)
+	res.RestHubWritesByResource, res.RestRefusedWrites = delta.writesByResource(minutes), delta.refusedByResource(minutes)
 	for resource, n := range res.RestHubWritesByResource {
 		if resource != "leases" {
 			res.RestHubWrites += n
@@ -556,8 +558,8 @@ func measureRest(ctx context.Context, sc Scenario, s *simulator, hub *rest.Confi
 			return err
 		}
 	}
-	sc.Log("at rest: %.1f status events/min, %.1f hub writes/min %v, Events by writer %v", res.RestStatusEvents,
-		res.RestHubWrites, res.RestHubWritesByResource, res.RestEventWriters)
+	sc.Log("at rest: %.1f status events/min, %.1f hub writes/min %v (refused %v), Events by writer %v", res.RestStatusEvents,
+		res.RestHubWrites, res.RestHubWritesByResource, res.RestRefusedWrites, res.RestEventWriters)
 	return nil
 }
 
