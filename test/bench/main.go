@@ -76,7 +76,7 @@ func main() {
 	flag.Var(&o.scales, "scale", "CLUSTERSxAPPS=TRANSPORT[,TRANSPORT], repeatable (default 300x50=grpc,kube and 3000x50=grpc)")
 	flag.StringVar(&o.out, "out", "docs/bench", "Directory for results.md, results.json and the plots")
 	flag.StringVar(&o.workDir, "work-dir", "", "Directory for the fleets' state and logs (a temporary one when empty)")
-	flag.BoolVar(&o.keep, "keep", false, "Keep the work directory")
+	flag.BoolVar(&o.keep, "keep", false, "Keep the work directory (a run that fails keeps it anyway)")
 	flag.IntVar(&o.base.Concurrency, "concurrency", o.base.Concurrency, "Concurrent clients (Application creates) and controller workers")
 	flag.IntVar(&o.base.Creators, "creators", 0, "Concurrent clients that create the Applications, in the floor and the fleet (default -concurrency)")
 	flag.Func("qps", "Client QPS of the controller and of the floor (default 1000)", func(v string) error {
@@ -134,7 +134,7 @@ func main() {
 	}
 }
 
-func (o *options) run(ctx context.Context) error {
+func (o *options) run(ctx context.Context) (err error) {
 	if o.workDir == "" {
 		dir, err := os.MkdirTemp("", "argocd-pull-bench-")
 		if err != nil {
@@ -145,9 +145,15 @@ func (o *options) run(ctx context.Context) error {
 	if err := os.MkdirAll(o.workDir, 0o750); err != nil {
 		return err
 	}
-	if !o.keep {
-		defer func() { _ = os.RemoveAll(o.workDir) }()
-	}
+	// A run that failed keeps its work directory: its processes' logs say why (a restarted controller that
+	// exited at 150,000 took its log with it once).
+	defer func() {
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "the work directory, with every process's log, is kept: %s\n", o.workDir)
+		} else if !o.keep {
+			_ = os.RemoveAll(o.workDir)
+		}
+	}()
 	if err := os.MkdirAll(o.out, 0o750); err != nil {
 		return err
 	}
