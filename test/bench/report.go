@@ -268,8 +268,8 @@ func deleteRequestKinds(results []*Result) []string {
 	return kindsOf(results, func(r *Result) []requestCounts { return []requestCounts{r.DeleteRequests, r.DeleteFloorRequests} })
 }
 
-// kindsOf are the "verb resource" keys, watches left out, that come to at least one per 100 Applications in
-// any of the counts of any result.
+// kindsOf are the "verb resource" keys, watches left out and the refused writes in (as "REFUSED resource"), that
+// come to at least one per 100 Applications in any of the counts of any result.
 func kindsOf(results []*Result, counts func(*Result) []requestCounts) []string {
 	seen := map[string]bool{}
 	for _, r := range results {
