@@ -217,19 +217,13 @@ func TestMarkdownMemoryLimits(t *testing.T) {
 // TestClosedWatches: the apiserver's closures of too-slow watches are counted by resource, and the table shows
 // those of Applications and of ManifestWorks beside their LISTs, as measured.
 func TestClosedWatches(t *testing.T) {
-	metrics := strings.Join([]string{
+	counts := scrapedRequests(t,
 		`# TYPE apiserver_terminated_watchers_total counter`,
 		`apiserver_terminated_watchers_total{resource="applications.argoproj.io"} 18`,
 		`apiserver_terminated_watchers_total{resource="manifestworks.work.open-cluster-management.io"} 127`,
 		`apiserver_request_total{code="200",component="apiserver",group="work.open-cluster-management.io",resource="manifestworks",scope="cluster",subresource="",verb="LIST",version="v1"} 7`,
 		`apiserver_request_total{code="200",component="apiserver",group="argoproj.io",resource="applications",scope="cluster",subresource="",verb="LIST",version="v1alpha1"} 1`,
-	}, "\n") + "\n"
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(metrics)) }))
-	defer srv.Close()
-	counts, err := hubRequests(context.Background(), &rest.Config{Host: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	)
 	if counts[closedWatches] != 18 || counts[closedWorkWatches] != 127 || counts["LIST manifestworks"] != 7 {
 		t.Fatalf("counts %v", counts)
 	}
@@ -242,22 +236,29 @@ func TestClosedWatches(t *testing.T) {
 		"| hub apiserver: watches of ManifestWorks closed as too slow / LISTs of ManifestWorks, in the delete | 27 / 2 |")
 }
 
-// TestRefusedWrites: the writes the apiserver answered with an error are counted apart by resource, among the
-// writes, and the table gives them beside a restart's writes and those at rest.
-func TestRefusedWrites(t *testing.T) {
-	metrics := strings.Join([]string{
-		`apiserver_request_total{code="201",component="apiserver",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 2`,
-		`apiserver_request_total{code="403",component="apiserver",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 4`,
-		`apiserver_request_total{code="404",component="apiserver",group="argoproj.io",resource="applications",scope="resource",subresource="",verb="GET",version="v1alpha1"} 9`,
-		`apiserver_request_total{code="500",component="apiserver",group="argoproj.io",resource="applications",scope="resource",subresource="",verb="PATCH",version="v1alpha1"} 1`,
-		`apiserver_request_total{code="200",component="apiserver",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 3`,
-	}, "\n") + "\n"
+// scrapedRequests is what hubRequests reads from an apiserver whose metrics are lines.
+func scrapedRequests(t *testing.T, lines ...string) requestCounts {
+	t.Helper()
+	metrics := strings.Join(lines, "\n") + "\n"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(metrics)) }))
 	defer srv.Close()
 	counts, err := hubRequests(context.Background(), &rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return counts
+}
+
+// TestRefusedWrites: the writes the apiserver answered with an error are counted apart by resource, among the
+// writes, and the table gives them beside a restart's writes and those at rest.
+func TestRefusedWrites(t *testing.T) {
+	counts := scrapedRequests(t,
+		`apiserver_request_total{code="201",component="apiserver",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 2`,
+		`apiserver_request_total{code="403",component="apiserver",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 4`,
+		`apiserver_request_total{code="404",component="apiserver",group="argoproj.io",resource="applications",scope="resource",subresource="",verb="GET",version="v1alpha1"} 9`,
+		`apiserver_request_total{code="500",component="apiserver",group="argoproj.io",resource="applications",scope="resource",subresource="",verb="PATCH",version="v1alpha1"} 1`,
+		`apiserver_request_total{code="200",component="apiserver",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 3`,
+	)
 	writes, refusedWrites := counts.writesByResource(1), counts.refusedByResource(1)
 	if !maps.Equal(writes, map[string]float64{"events": 6, "applications": 1, "leases": 3}) {
 		t.Errorf("writes %v", writes)
