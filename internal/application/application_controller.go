@@ -110,7 +110,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.decisions, err = indexDecisions(ctx, mgr.GetCache()); err != nil {
 		return err
 	}
-	queue, err := reconcilequeue.Options(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1), CacheSyncTimeout: syncTimeout})
+	queue, err := reconcilequeue.Options(controller.Options{MaxConcurrentReconciles: max(r.Options.Workers, 1)})
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -88,11 +87,6 @@ func specChanged(o, n *argocd.Application) bool {
 		!bytes.Equal(o.Spec, n.Spec) ||
 		!bytes.Equal(o.Operation, n.Operation)
 }
-
-// syncTimeout is how long the controller waits for its sources before it gives up, that is, for ever: the grpc
-// transport has its works when the server answers, whenever that is, and the process waits for it, not ready,
-// rather than exiting.
-const syncTimeout = 100 * 365 * 24 * time.Hour
 
 // worksSource delivers the works' events and, unlike source.Informer, holds the controller's workers until the
 // transport has all the works: a reconcile that ran before would take existing works for missing ones.

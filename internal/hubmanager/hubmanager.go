@@ -224,15 +224,6 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Controllers, error
 // events.k8s.io ones).
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// cacheSyncTimeout is how long every controller waits for its sources to sync before it gives up and the
-// process exits: for ever. The manager starts the controllers once its caches have synced, and each controller's
-// own sources only then; controller-runtime's default of two minutes for those is shorter than a list takes on a
-// loaded hub. At 150,000 Applications with the watch cache on, the restarted controller listed its Applications
-// for 16 minutes and exited with status 1 two minutes after (2026-11-30), and a restarted Pod would have listed
-// them all again. A source that cannot sync (its RBAC, say) keeps the process waiting, its informer logging
-// why; the Application controller has waited so since the grpc transport's works (application.syncTimeout).
-const cacheSyncTimeout = 100 * 365 * 24 * time.Hour
-
 // newManager builds the manager: its cache holds only what the reconcilers read, in pages, without
 // managedFields.
 func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
@@ -276,7 +267,7 @@ func newManager(cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        "argocd-pull-controller",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
-		Controller:              config.Controller{SkipNameValidation: ptr.To(o.StartedMoreThanOnce), CacheSyncTimeout: cacheSyncTimeout},
+		Controller:              config.Controller{SkipNameValidation: ptr.To(o.StartedMoreThanOnce)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)

@@ -1,4 +1,5 @@
-// Package reconcilequeue sets the work queue of the hub reconcilers: client-go's rate-limited queue rather than
+// Package reconcilequeue sets what every hub reconciler runs with: how long it waits for its sources, and its work
+// queue, client-go's rate-limited queue rather than
 // controller-runtime's priority queue, the default since v0.22. In the v0.23 this module is pinned to, the priority
 // queue can deadlock on ShutDown (controller-runtime#3538, fixed by #3540 in v0.25): it hands a ready item to a
 // worker that has already returned and blocks holding its locks, so every worker that finishes a reconcile then
@@ -20,13 +21,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// Options returns o with the queue set. The rate limiter is the one the priority queue had, a per-item
+// CacheSyncTimeout is how long a controller waits for its sources to sync before it gives up and the process
+// exits: for ever. A controller's own sources start once the manager's caches have synced, and
+// controller-runtime's default of two minutes for them is shorter than a list takes on a loaded hub: at 150,000
+// Applications with the watch cache on, the restarted controller listed its Applications for 16 minutes and
+// exited with status 1 two minutes after (2026-11-30), and a restarted Pod would have listed them all again. The
+// grpc transport has its works when the server answers, whenever that is. A source that cannot sync (its RBAC,
+// say) keeps the process waiting, not ready, its informer logging why.
+const CacheSyncTimeout = 100 * 365 * 24 * time.Hour
+
+// Options returns o with the queue set, and CacheSyncTimeout unless o has its own. The rate limiter is the one the priority queue had, a per-item
 // exponential back-off: client-go's default adds an overall 10 per second that a burst of conflicts would
 // exhaust. The queue's metrics are controller-runtime's, on the manager's metrics endpoint.
 func Options(o controller.Options) (controller.Options, error) {
 	provider, err := metricsProvider()
 	if err != nil {
 		return o, err
+	}
+	if o.CacheSyncTimeout == 0 {
+		o.CacheSyncTimeout = CacheSyncTimeout
 	}
 	o.UsePriorityQueue = ptr.To(false)
 	if o.RateLimiter == nil {

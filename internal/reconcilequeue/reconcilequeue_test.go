@@ -63,3 +63,22 @@ func TestControllerStopsWhileItemsAreReady(t *testing.T) {
 		}
 	}
 }
+
+// TestControllersWaitForTheirSources: a controller waits for its sources to sync for as long as they take, not
+// controller-runtime's default of two minutes after which the process would exit and the next one list
+// everything again, unless it asks for a timeout of its own.
+func TestControllersWaitForTheirSources(t *testing.T) {
+	opts, err := reconcilequeue.Options(controller.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.CacheSyncTimeout != reconcilequeue.CacheSyncTimeout || opts.CacheSyncTimeout < 100*365*24*time.Hour {
+		t.Errorf("a controller waits %s for its sources, want %s", opts.CacheSyncTimeout, reconcilequeue.CacheSyncTimeout)
+	}
+	if opts, err = reconcilequeue.Options(controller.Options{CacheSyncTimeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if opts.CacheSyncTimeout != time.Minute {
+		t.Errorf("a controller asking to wait 1m waits %s", opts.CacheSyncTimeout)
+	}
+}
