@@ -137,6 +137,58 @@ func (p *profiler) heap(ctx context.Context, phase string) {
 	}
 }
 
+// heapAtPeak takes the heap profile of one target (in use after a collection) each time its RSS, read by rss
+// every interval, has grown by a tenth over the RSS at the last one, until the returned function is called. The
+// last is kept, as <phase>-<name>-peak-heap.pb.gz with its summary: what the process held nearest its peak RSS,
+// which a profile taken once a phase is over misses (a restarted controller's peak comes while it catches up).
+func (p *profiler) heapAtPeak(ctx context.Context, phase, name string, rss func() (int64, error), interval time.Duration) (stop func()) {
+	if p == nil {
+		return func() {}
+	}
+	t, ok := p.targets[name]
+	if !ok {
+		return func() {}
+	}
+	out := filepath.Join(p.dir, fmt.Sprintf("%s-%s-peak-heap.pb.gz", phase, name))
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var last int64
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(interval):
+			}
+			now, err := rss()
+			if err != nil || (last > 0 && now < last+last/10) {
+				continue
+			}
+			if err := fetch(ctx, t.client, t.base+"heap?gc=1", out+".part"); err != nil {
+				if ctx.Err() == nil {
+					p.log("pprof: %s heap: %v", name, err)
+				}
+				continue
+			}
+			if err := os.Rename(out+".part", out); err != nil {
+				p.log("pprof: %v", err)
+				continue
+			}
+			last = now
+			p.log("pprof: %s heap taken at %d MiB RSS", name, now>>20)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		_ = os.Remove(out + ".part")
+		if _, err := os.Stat(out); err == nil {
+			p.summarize(out, "inuse_space")
+		}
+	}
+}
+
 // summarize writes the top functions of a profile, by flat and by cumulative value, to its .txt.
 func (p *profiler) summarize(profile, sampleIndex string) {
 	base := profile[:len(profile)-len(".pb.gz")]

@@ -50,7 +50,7 @@ const restartTimeout = time.Hour
 // measureRestart restarts a hub process (localfleet.ComponentController or ComponentServer) once the hub takes
 // no writes, and measures what it took to catch up and what it wrote. With -pprof the processes are profiled from
 // the kill until the hub is quiet again (phase restart-<process>; the restarted process's profile starts once it
-// serves it).
+// serves it), and the restarted process's heap is taken as its RSS grows (heapAtPeak).
 func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *simulator, hub *rest.Config, component string, res *Result, prof *profiler) error {
 	name := map[string]string{localfleet.ComponentController: "controller", localfleet.ComponentServer: "server"}[component]
 	if _, err := settle(ctx, sc, hub, "the previous phase"); err != nil {
@@ -83,6 +83,11 @@ func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *s
 	}
 	procs[name] = pidUsage(pid)
 	delete(startUsage, name)
+	stopPeakHeap := prof.heapAtPeak(ctx, "restart-"+name, name, func() (int64, error) {
+		u, err := processUsage(pid)
+		return u.RSSBytes, err
+	}, 5*time.Second)
+	defer stopPeakHeap()
 
 	caughtUp := func() (bool, string) { return controllerCaughtUp(ctx, f.ControllerMetrics, res.Applications) }
 	if component == localfleet.ComponentServer {
