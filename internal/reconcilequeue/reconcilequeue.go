@@ -1,10 +1,9 @@
 // Package reconcilequeue sets what every hub reconciler runs with: how long it waits for its sources, and its work
-// queue, client-go's rate-limited queue rather than
-// controller-runtime's priority queue, the default since v0.22. In the v0.23 this module is pinned to, the priority
-// queue can deadlock on ShutDown (controller-runtime#3538, fixed by #3540 in v0.25): it hands a ready item to a
-// worker that has already returned and blocks holding its locks, so every worker that finishes a reconcile then
-// waits in Done forever and the manager stops only when its 30 s grace period runs out. Back it out when
-// controller-runtime is at v0.25 or later.
+// queue, client-go's rate-limited queue rather than controller-runtime's priority queue, the default since v0.22.
+// In the v0.23 this module is pinned to, the priority queue can deadlock on ShutDown (controller-runtime#3538,
+// fixed by #3540 in v0.25): it hands a ready item to a worker that has already returned and blocks holding its
+// locks, so every worker that finishes a reconcile then waits in Done forever and the manager stops only when its
+// 30 s grace period runs out. Back the queue out when controller-runtime is at v0.25 or later.
 package reconcilequeue
 
 import (
@@ -30,9 +29,10 @@ import (
 // say) keeps the process waiting, not ready, its informer logging why.
 const CacheSyncTimeout = 100 * 365 * 24 * time.Hour
 
-// Options returns o with the queue set, and CacheSyncTimeout unless o has its own. The rate limiter is the one the priority queue had, a per-item
-// exponential back-off: client-go's default adds an overall 10 per second that a burst of conflicts would
-// exhaust. The queue's metrics are controller-runtime's, on the manager's metrics endpoint.
+// Options returns o with the queue set, and CacheSyncTimeout unless o has its own. The rate limiter is the one
+// the priority queue had, a per-item exponential back-off: client-go's default adds an overall 10 per second that
+// a burst of conflicts would exhaust. The queue's metrics are controller-runtime's, on the manager's metrics
+// endpoint.
 func Options(o controller.Options) (controller.Options, error) {
 	provider, err := metricsProvider()
 	if err != nil {

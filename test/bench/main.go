@@ -95,7 +95,7 @@ func main() {
 		"Keep the hub apiserver's watch cache of Applications at scales up to this many Applications; above, it is off")
 	flag.BoolVar(&o.base.Pprof, "pprof", false, "Profile the controller, the server, the hub apiserver, the simulator and the benchmark process (its tracker): "+
 		"CPU while the Applications are created and synced, over each restart and while they are deleted, heap when Synced/Healthy, at rest "+
-		"and a restarted process's nearest its peak RSS; "+
+		"and a restarted process's heap nearest its peak RSS; "+
 		"written with their top functions to -pprof-dir; in the Maestro mode also PostgreSQL's statements of each CPU phase (pg_stat_statements)")
 	flag.StringVar(&o.base.PprofDir, "pprof-dir", "", "Directory of the profiles of -pprof (default OUT/pprof)")
 	flag.BoolVar(&o.skipFloor, "skip-floor", false, "Do not measure the floor (for profiling runs)")
