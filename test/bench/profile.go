@@ -137,11 +137,11 @@ func (p *profiler) heap(ctx context.Context, phase string) {
 	}
 }
 
-// heapAtPeak takes the heap profile of one target (in use after a collection) each time its RSS, read by rss
-// every interval, has grown by a tenth over the RSS at the last one, until the returned function is called. The
-// last is kept, as <phase>-<name>-peak-heap.pb.gz with its summary: what the process held nearest its peak RSS,
+// heapAtPeak takes the heap profile of one target (in use after a collection) each time its RSS, read every
+// interval, has grown by a tenth over the RSS at the last one, until the returned function is called. The last is
+// kept, as <phase>-<name>-peak-heap.pb.gz with its summary: what the process held nearest its peak RSS,
 // which a profile taken once a phase is over misses (a restarted controller's peak comes while it catches up).
-func (p *profiler) heapAtPeak(ctx context.Context, phase, name string, rss func() (int64, error), interval time.Duration) (stop func()) {
+func (p *profiler) heapAtPeak(ctx context.Context, phase, name string, read func() (usage, error), interval time.Duration) (stop func()) {
 	if p == nil {
 		return func() {}
 	}
@@ -161,7 +161,8 @@ func (p *profiler) heapAtPeak(ctx context.Context, phase, name string, rss func(
 				return
 			case <-time.After(interval):
 			}
-			now, err := rss()
+			u, err := read()
+			now := u.RSSBytes
 			if err != nil || (last > 0 && now < last+last/10) {
 				continue
 			}

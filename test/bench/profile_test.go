@@ -34,7 +34,7 @@ func TestHeapAtPeak(t *testing.T) {
 	readings := []int64{100, 105, 111, 200, 150, 250}
 	var mu sync.Mutex
 	read, polled := 0, make(chan struct{})
-	rss := func() (int64, error) {
+	rss := func() (usage, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if read == len(readings)+3 {
@@ -42,7 +42,7 @@ func TestHeapAtPeak(t *testing.T) {
 		}
 		v := readings[min(read, len(readings)-1)]
 		read++
-		return v * mib, nil
+		return usage{RSSBytes: v * mib}, nil
 	}
 	stop := p.heapAtPeak(t.Context(), "restart-controller", "controller", rss, time.Millisecond)
 	select {

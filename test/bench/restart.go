@@ -83,10 +83,7 @@ func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *s
 	}
 	procs[name] = pidUsage(pid)
 	delete(startUsage, name)
-	stopPeakHeap := prof.heapAtPeak(ctx, "restart-"+name, name, func() (int64, error) {
-		u, err := processUsage(pid)
-		return u.RSSBytes, err
-	}, 5*time.Second)
+	stopPeakHeap := prof.heapAtPeak(ctx, "restart-"+name, name, procs[name], 5*time.Second)
 	defer stopPeakHeap()
 
 	caughtUp := func() (bool, string) { return controllerCaughtUp(ctx, f.ControllerMetrics, res.Applications) }
