@@ -20,7 +20,6 @@ import (
 	"k8s.io/klog/v2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
-	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/store"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/payload"
 	sourceclient "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/source/client"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/source/codec"
@@ -194,7 +193,7 @@ func newSourceClient(ctx context.Context, o GRPCOptions, cfg *grpcoptions.GRPCCo
 	sourceOpts.CloudEventsTransport = newGuardedTransport(sourceOpts.CloudEventsTransport)
 	sourceOpts.EventRateLimit = limit
 	c, err := clients.NewCloudEventSourceClient[*workv1.ManifestWork](ctx, sourceOpts,
-		store.NewSourceWatcherStoreLister[*workv1.ManifestWork](s), s.statusHash, codec.NewManifestBundleCodec())
+		sourceLister{s}, s.statusHash, codec.NewManifestBundleCodec())
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", grpcOpts.Dialer.URL, err)
 	}
@@ -225,7 +224,7 @@ func (g *GRPC) resyncOnSubscribe(ctx context.Context, events generic.CloudEvents
 		case <-events.SubscribedChan():
 		}
 		for _, cluster := range g.resyncNamespaces() {
-			if err := events.Resync(ctx, cluster); err != nil {
+			if err := events.Resync(forStatusResync(ctx), cluster); err != nil {
 				logger.Error(err, "Resync statuses", "cluster", cluster)
 			}
 		}

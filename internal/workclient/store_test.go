@@ -13,6 +13,8 @@ import (
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/common"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/statushash"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/utils"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic"
+	"open-cluster-management.io/sdk-go/pkg/cloudevents/generic/types"
 
 	"github.com/argocd-pull/argocd-pull/internal/appstatus"
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
@@ -277,7 +279,9 @@ func TestStoreKeepsFeedbackOverAnAgentRestart(t *testing.T) {
 }
 
 // TestStatusHashOncePerStatus: a resync's status hash of a work is sdk-go's, computed once for each status the
-// store keeps, again when a new status arrives, and every time for a work without a sequence ID.
+// store keeps, again when a new status arrives, and every time for a work without a sequence ID. The source
+// client's lister gives a status resync the works whose hash is kept as their metadata, and gives them in full
+// otherwise.
 func TestStatusHashOncePerStatus(t *testing.T) {
 	ctx := context.Background()
 	calls := countStatusHashes(t)
@@ -285,31 +289,39 @@ func TestStatusHashOncePerStatus(t *testing.T) {
 	if err := s.replace([]*workv1.ManifestWork{storedWork(1, seq[0], 1)}); err != nil {
 		t.Fatal(err)
 	}
-	resyncHash := func() (got, want string) {
+	lister := sourceLister{s}
+	var _ generic.Lister[*workv1.ManifestWork] = lister
+	// resyncHash returns the hash a status resync sends, sdk-go's hash of the stored work, and whether the
+	// resync's lister gave the work without its status.
+	resyncHash := func() (got, want string, statusLess bool) {
 		t.Helper()
-		list, err := s.List(ctx, "c1", metav1.ListOptions{})
-		if err != nil || len(list.Items) != 1 {
-			t.Fatalf("list: %v, %d works", err, len(list.Items))
+		list, err := lister.List(forStatusResync(ctx), types.ListOptions{ClusterName: "c1"})
+		if err != nil || len(list) != 1 {
+			t.Fatalf("list for a status resync: %v, %d works", err, len(list))
 		}
-		if got, err = s.statusHash(list.Items[0]); err != nil {
+		if got, err = s.statusHash(list[0]); err != nil {
 			t.Fatal(err)
 		}
-		if want, err = statushash.StatusHash(list.Items[0]); err != nil {
+		full, err := lister.List(ctx, types.ListOptions{ClusterName: "c1"})
+		if err != nil || len(full) != 1 || len(full[0].Status.Conditions) == 0 {
+			t.Fatalf("list for a spec resync: %v, %d works, want one with its status", err, len(full))
+		}
+		if want, err = statushash.StatusHash(full[0]); err != nil {
 			t.Fatal(err)
 		}
-		return got, want
+		return got, want, len(list[0].Status.Conditions) == 0
 	}
-	first, want := resyncHash()
-	if first != want || *calls != 1 {
-		t.Fatalf("first resync: hash %s, sdk-go's %s, %d computed", first, want, *calls)
+	first, want, statusLess := resyncHash()
+	if first != want || *calls != 1 || statusLess {
+		t.Fatalf("first resync: hash %s, sdk-go's %s, %d computed, listed without its status: %v", first, want, *calls, statusLess)
 	}
-	if again, _ := resyncHash(); again != first || *calls != 1 {
-		t.Fatalf("second resync: hash %s (first %s), %d computed, want 1", again, first, *calls)
+	if again, _, statusLess := resyncHash(); again != first || *calls != 1 || !statusLess {
+		t.Fatalf("second resync: hash %s (first %s), %d computed, want 1, listed without its status: %v", again, first, *calls, statusLess)
 	}
 	if err := s.HandleReceivedResource(ctx, statusEvent(1, seq[1], 2)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := resyncHash(); got != want || got == first || *calls != 2 {
+	if got, want, _ := resyncHash(); got != want || got == first || *calls != 2 {
 		t.Fatalf("after a new status: hash %s, sdk-go's %s (the old %s), %d computed, want 2", got, want, first, *calls)
 	}
 	// The source client stores a work it updated with the status it read before: the newer status and its hash
@@ -317,15 +329,16 @@ func TestStatusHashOncePerStatus(t *testing.T) {
 	if err := s.Update(storedWork(2, seq[0], 1)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := resyncHash(); got != want || *calls != 2 {
+	if got, want, _ := resyncHash(); got != want || *calls != 2 {
 		t.Fatalf("after a late store write: hash %s, sdk-go's %s, %d computed, want 2", got, want, *calls)
 	}
 	s = newWorkStore()
+	lister = sourceLister{s}
 	if err := s.replace([]*workv1.ManifestWork{storedWork(1, "", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	resyncHash()
-	if got, want := resyncHash(); got != want || *calls != 4 {
+	if got, want, statusLess := resyncHash(); got != want || *calls != 4 || statusLess {
 		t.Fatalf("without a sequence ID: hash %s, sdk-go's %s, %d computed, want 4", got, want, *calls)
 	}
 }
