@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -93,6 +94,60 @@ func TestCreateUpdateNoOp(t *testing.T) {
 		}
 		if w.ResourceVersion != rv {
 			return fmt.Errorf("work written again: resourceVersion %s -> %s", rv, w.ResourceVersion)
+		}
+		return nil
+	})
+}
+
+// TestRestartTrustsBuiltFrom: a restarted controller takes a work whose built-from digest matches its
+// Application as current, without building it again, and builds what changed while it was down.
+func TestRestartTrustsBuiltFrom(t *testing.T) {
+	ctx := context.Background()
+	c := hubClient(t)
+	ns, cluster := setup(t, c)
+	stop := startController(t)
+	createApp(t, c, newApp(ns, "restart", cluster))
+	var w *workv1.ManifestWork
+	testutil.Eventually(t, "work created with what it was built from", func() (err error) {
+		if w, err = getWork(c, cluster, ns, "restart"); err != nil {
+			return err
+		}
+		if w.Annotations[application.AnnotationBuiltFrom] == "" {
+			return errors.New("no built-from annotation")
+		}
+		return nil
+	})
+	stop()
+	// A spec hash no build gives: a controller that built the work again would write it.
+	builtFrom := w.Annotations[application.AnnotationBuiltFrom]
+	patch := []byte(`{"metadata":{"annotations":{"` + application.AnnotationSpecHash + `":"not-built"}}}`)
+	if err := c.Patch(ctx, w, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	startController(t)
+	testutil.Consistently(t, "work not built again after a restart", 3*time.Second, func() error {
+		got, err := getWork(c, cluster, ns, "restart")
+		if err != nil {
+			return err
+		}
+		if got.ResourceVersion != w.ResourceVersion {
+			return fmt.Errorf("work written again: spec hash %s", got.Annotations[application.AnnotationSpecHash])
+		}
+		return nil
+	})
+	updateApp(t, c, ns, "restart", func(app *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(app.Object, "v2", "spec", "source", "targetRevision")
+	})
+	testutil.Eventually(t, "changed Application built and delivered", func() error {
+		got, err := getWork(c, cluster, ns, "restart")
+		if err != nil {
+			return err
+		}
+		rev, _, _ := unstructured.NestedString(payloadApp(t, got).Object, "spec", "source", "targetRevision")
+		if rev != "v2" || got.Annotations[application.AnnotationSpecHash] == "not-built" ||
+			got.Annotations[application.AnnotationBuiltFrom] == builtFrom {
+			return fmt.Errorf("targetRevision %q, spec hash %s, built from %s", rev,
+				got.Annotations[application.AnnotationSpecHash], got.Annotations[application.AnnotationBuiltFrom])
 		}
 		return nil
 	})

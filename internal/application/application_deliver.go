@@ -129,9 +129,21 @@ func (r *Reconciler) deliver(ctx context.Context, s *state) (ctrl.Result, error)
 	if s.project != nil {
 		project, projectVersion = s.project.GetName(), s.project.GetResourceVersion()
 	}
-	inputs := buildInputs(s.cluster, name, project, projectVersion, baseline, s.refreshCovered)
-	if hash, ok := r.built.hash(appKey, s.app.GetResourceVersion(), inputs); ok && s.work != nil &&
-		s.work.DeletionTimestamp.IsZero() && s.work.Annotations[AnnotationSpecHash] == hash &&
+	in := buildInput{cluster: s.cluster, workName: name, project: project, projectVersion: projectVersion,
+		baseline: baseline, refreshCovered: s.refreshCovered}
+	inputs := buildInputs(in)
+	hash, known := r.built.hash(appKey, s.app.GetResourceVersion(), inputs)
+	from := ""
+	if !known && s.work != nil {
+		// Not built by this process since the Application last changed (its status written, the process
+		// restarted): the work says what it was built from.
+		from = builtFrom(s.app, r.Options.SpokeArgoCDNamespace, in)
+		if hash = s.work.Annotations[AnnotationSpecHash]; hash != "" && s.work.Annotations[AnnotationBuiltFrom] == from {
+			known = true
+			r.built.record(appKey, s.app.GetResourceVersion(), inputs, hash)
+		}
+	}
+	if known && s.work != nil && s.work.DeletionTimestamp.IsZero() && s.work.Annotations[AnnotationSpecHash] == hash &&
 		s.move.CopyTo == "" && s.move.Retire == "" {
 		// The work is what building it again would give; a move would need the work itself.
 		s.desiredHash = hash
@@ -162,6 +174,11 @@ func (r *Reconciler) deliver(ctx context.Context, s *state) (ctrl.Result, error)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if from == "" {
+		from = builtFrom(s.app, r.Options.SpokeArgoCDNamespace, in)
+	}
+	// Not part of the spec hash: a work whose digest alone changed is not written again.
+	desired.Annotations[AnnotationBuiltFrom] = from
 	s.desired, s.desiredHash = desired, desired.Annotations[AnnotationSpecHash]
 	r.built.record(appKey, s.app.GetResourceVersion(), inputs, s.desiredHash)
 	if s.work != nil && !s.work.DeletionTimestamp.IsZero() {

@@ -30,6 +30,9 @@ const (
 	// .operation was first delivered, so that the operation the hub asked for can be told apart from an
 	// earlier identical one.
 	AnnotationOperationBaseline = "argocd-pull.io/operation-baseline"
+	// AnnotationBuiltFrom holds a digest of what the work was built from (builtFrom): a controller that finds
+	// it unchanged knows the work is what building it again would give, without building it.
+	AnnotationBuiltFrom = "argocd-pull.io/built-from"
 )
 
 // MaxWorkBytes is the largest work argocd-pull writes: below the kube-apiserver's request limit and etcd's
