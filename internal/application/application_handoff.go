@@ -35,7 +35,7 @@ func (r *Reconciler) handOff(ctx context.Context, s *state) (ctrl.Result, error)
 	if !s.current() {
 		return ctrl.Result{}, nil
 	}
-	d := appstatus.FromWork(s.work, appstatus.Options{})
+	d := r.readDelivery(s, s.work)
 	annotations := s.app.GetAnnotations()
 	refresh, hasRefresh := annotations[argocd.AnnotationRefresh]
 	hydrate, hasHydrate := annotations[argocd.AnnotationHydrate]

@@ -45,7 +45,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *state) (ctrl.Result, er
 	now := r.clock()
 	var delivery appstatus.Delivery
 	if work != nil {
-		delivery = appstatus.FromWork(work, appstatus.Options{Now: now, ApplyTimeout: r.Options.ApplyTimeout})
+		delivery = r.readDelivery(s, work)
 	}
 	conditions := append(append([]appstatus.Condition{}, s.conditions...), delivery.Conditions...)
 	summary := s.app.StatusSummary()
