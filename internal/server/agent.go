@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"k8s.io/klog/v2"
@@ -76,6 +77,9 @@ func (e *agentEndpoint) publish(ctx context.Context, req *pbv1.PublishRequest) e
 // sdk-go's agent codec rejects.) The answer goes to the consumer's subscriptions on this instance; an
 // agent resyncs once it has its subscription's header, which is sent after the subscription registered.
 func (e *agentEndpoint) resyncSpecs(ctx context.Context, evt *cloudevents.Event, cluster string) error {
+	// Recorded as soon as the request comes: a server answering every agent's resync after a restart is slow to
+	// answer, not the agents to ask.
+	e.s.streams.agentResynced(cluster)
 	if err := e.s.checkConsumer(ctx, cluster); err != nil {
 		return err
 	}
@@ -207,9 +211,38 @@ func (e *agentEndpoint) subscribe(req *pbv1.SubscriptionRequest, stream pbv1.Clo
 	}
 	logger := klog.FromContext(ctx).WithValues("consumer", cluster, "subID", subID)
 	logger.Info("Agent subscribed")
+	if grace := e.s.opts.AgentResyncGrace; grace > 0 {
+		watch := time.AfterFunc(grace, func() { e.closeUnresynced(klog.NewContext(ctx, logger), sub) })
+		defer watch.Stop()
+	}
 	err := e.s.pump(klog.NewContext(ctx, logger), stream, sub.events, endpointAgent)
 	logger.Info("Agent subscription ended", "reason", err)
 	return err
+}
+
+// errNoResync ends an agent subscription that sent no spec resync within the grace period.
+var errNoResync = status.Error(codes.Unavailable, "no spec resync since subscribing; reconnect, subscribe and resync")
+
+// closeUnresynced closes the connection of an agent subscription that has not resynced, unless it has by now. An
+// agent resyncs after every subscription: it learns so what changed while it was away. One that does not never
+// does until it reconnects: sdk-go v1.3.0's agent client sends its resync once, when it has subscribed, drops the
+// request to send it when busy, and does not send a failed one again; at 150,000 Applications one of 3,000
+// agents subscribed twice after a server restart, its second subscription without a receiver, and never
+// resynced. Closing only the stream would go unnoticed by such a client; closing its connection makes its
+// reconnect loop start over: connect, subscribe, receive, resync.
+func (e *agentEndpoint) closeUnresynced(ctx context.Context, sub *agentSub) {
+	if sub.resynced.Load() {
+		return
+	}
+	e.s.metrics.unresynced.Inc()
+	addr := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		addr = p.Addr.String()
+	}
+	closed := e.s.agentConns != nil && addr != "" && e.s.agentConns.closeConn(addr)
+	klog.FromContext(ctx).Info("Agent sent no spec resync since it subscribed; closed its connection",
+		"grace", e.s.opts.AgentResyncGrace, "peer", addr, "connectionClosed", closed)
+	sub.cancel(errNoResync)
 }
 
 // recordAgentSubscription records in the database that an agent of the consumer is subscribed here, so that every

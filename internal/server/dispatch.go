@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -53,6 +54,8 @@ type sourceSub struct {
 type agentSub struct {
 	consumer string
 	subscription
+	// resynced is set when the consumer's agent asked for a spec resync while the subscription was open.
+	resynced atomic.Bool
 }
 
 // streams tracks the open subscriptions of this instance: source subscriptions by source ID, agent
@@ -84,6 +87,15 @@ func (s *streams) addAgent(sub *agentSub) func() {
 		if len(s.agents[sub.consumer]) == 0 {
 			delete(s.agents, sub.consumer)
 		}
+	}
+}
+
+// agentResynced records that the consumer's agent asked for a spec resync: its open subscriptions have resynced.
+func (s *streams) agentResynced(consumer string) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for sub := range s.agents[consumer] {
+		sub.resynced.Store(true)
 	}
 }
 

@@ -30,6 +30,7 @@ type metrics struct {
 	republished      prometheus.Counter
 	instances        prometheus.Gauge
 	streamResets     prometheus.Counter
+	unresynced       prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -60,9 +61,11 @@ func newMetrics() *metrics {
 			Help: "Live server instances sharing the database."}),
 		streamResets: prometheus.NewCounter(prometheus.CounterOpts{Name: "argocd_pull_server_stream_resets_total",
 			Help: "Times every subscription was closed to make clients resync, after the database feed was interrupted."}),
+		unresynced: prometheus.NewCounter(prometheus.CounterOpts{Name: "argocd_pull_server_agents_without_resync_total",
+			Help: "Agent subscriptions that sent no spec resync within --agent-resync-grace; their connections were closed."}),
 	}
 	m.registry.MustRegister(m.connectedAgents, m.connectedSources, m.eventsIn, m.eventsOut, m.rejected, m.resyncs,
-		m.dbDuration, m.undelivered, m.stuckDeletes, m.republished, m.instances, m.streamResets,
+		m.dbDuration, m.undelivered, m.stuckDeletes, m.republished, m.instances, m.streamResets, m.unresynced,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -55,6 +55,9 @@ type Options struct {
 	SourceSendTimeout         time.Duration
 	AgentQueueLength          int
 	AgentSendTimeout          time.Duration
+	// AgentResyncGrace is how long an agent subscription may go without a spec resync from its cluster before
+	// the server closes the agent's connection (0: never).
+	AgentResyncGrace time.Duration
 	ShutdownTimeout           time.Duration
 	// StoreBatchWait is how long a batch of spec or status writes waits after its first write for more before
 	// it is committed (0: no wait; the writes queued while a commit runs still go together).
@@ -88,6 +91,7 @@ func NewOptions() *Options {
 		SourceSendTimeout:         30 * time.Second,
 		AgentQueueLength:          100,
 		AgentSendTimeout:          30 * time.Second,
+		AgentResyncGrace:          time.Minute,
 		ShutdownTimeout:           20 * time.Second,
 		StoreBatchWait:            20 * time.Millisecond,
 		CredentialsReloadInterval: 10 * time.Second,
@@ -126,6 +130,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SourceSendTimeout, "source-send-timeout", o.SourceSendTimeout, "A source subscription whose queue stays full this long is closed (the source resyncs)")
 	fs.IntVar(&o.AgentQueueLength, "agent-queue-length", o.AgentQueueLength, "Specs queued per agent subscription")
 	fs.DurationVar(&o.AgentSendTimeout, "agent-send-timeout", o.AgentSendTimeout, "An agent subscription whose queue stays full this long is closed (the agent resyncs)")
+	fs.DurationVar(&o.AgentResyncGrace, "agent-resync-grace", o.AgentResyncGrace,
+		"An agent that subscribes and sends no spec resync this long after has its connection closed, so that its client connects, subscribes and resyncs again (0: never)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "Time given to in-flight requests on shutdown")
 	fs.DurationVar(&o.StoreBatchWait, "store-batch-wait", o.StoreBatchWait,
 		"How long a batch of spec or status writes waits after its first write for more, before its one transaction (0: no wait)")
@@ -159,6 +165,9 @@ func (o *Options) Validate() error {
 		positive("--agent-queue-length", o.AgentQueueLength), positive("--database-max-conns", int(o.DatabaseMaxConns)))
 	if o.StoreBatchWait < 0 || o.StoreBatchWait > time.Second {
 		errs = append(errs, errors.New("--store-batch-wait must be between 0 and 1s"))
+	}
+	if o.AgentResyncGrace < 0 {
+		errs = append(errs, errors.New("--agent-resync-grace must not be negative"))
 	}
 	if o.StreamHeartbeatInterval < time.Second {
 		errs = append(errs, errors.New("--stream-heartbeat-interval must be at least 1s"))

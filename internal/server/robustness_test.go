@@ -14,6 +14,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -246,6 +247,40 @@ func TestFailedResyncsAndLoadsResetSubscriptions(t *testing.T) {
 	wantCode(t, "a spec through the other instance", publish(t, plainClient(t, other.SourceAddr()),
 		specEvt("hub", "cluster2", "r1", 1, types.CreateRequestAction)), codes.OK)
 	wantEnded(t, "the subscription of cluster2's agent", agent2, codes.Unavailable)
+}
+
+// TestAgentWithoutResyncIsDisconnected: an agent that subscribes and sends no spec resync within
+// --agent-resync-grace has its connection closed, not only its stream, so that its client starts over; an
+// agent that resyncs keeps its subscription. (After a server restart at 150,000 Applications one sdk-go agent
+// client held a subscription without a receiver and never resynced.)
+func TestAgentWithoutResyncIsDisconnected(t *testing.T) {
+	o := testOptions(testDB(t), "one")
+	o.AgentResyncGrace, o.StreamHeartbeatInterval = time.Second, time.Second
+	s := startServer(t, o)
+	createConsumer(t, s, "cluster1", "cluster2")
+	conn, err := grpc.NewClient(s.AgentAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	silent := subscribeRaw(t, pbv1.NewCloudEventServiceClient(conn), &pbv1.SubscriptionRequest{ClusterName: "cluster1", DataType: dataType.String()})
+	agt := plainClient(t, s.AgentAddr())
+	resyncing := subscribeRaw(t, agt, &pbv1.SubscriptionRequest{ClusterName: "cluster2", DataType: dataType.String()})
+	specResync := types.NewEventBuilder("cluster2-agent", types.CloudEventsType{CloudEventsDataType: dataType,
+		SubResource: types.SubResourceSpec, Action: types.ResyncRequestAction}).WithClusterName("cluster2").NewEvent()
+	_ = specResync.SetData(cloudevents.ApplicationJSON, map[string]any{"resourceVersions": []any{}})
+	wantCode(t, "cluster2's spec resync", publish(t, agt, &specResync), codes.OK)
+
+	wantEnded(t, "the subscription of the agent that did not resync", silent, codes.Unavailable)
+	testutil.EventuallyTrue(t, waitTimeout, "its connection to be closed", func() bool { return conn.GetState() != connectivity.Ready })
+	select {
+	case err := <-resyncing:
+		t.Fatalf("the subscription of the agent that resynced ended: %v", err)
+	case <-time.After(3 * o.AgentResyncGrace):
+	}
+	if line := scrape(t, s, "argocd_pull_server_agents_without_resync_total"); line != "argocd_pull_server_agents_without_resync_total 1" {
+		t.Errorf("metric: %q, want 1", line)
+	}
 }
 
 // TestStuckAgentDoesNotHoldUpOthers subscribes an agent that never reads its stream, and the agent of another

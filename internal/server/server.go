@@ -48,6 +48,8 @@ type Server struct {
 	agentGRPC  *grpc.Server
 	http       *http.Server
 	listeners  [3]net.Listener
+	// agentConns is the agent endpoint's listener (listeners[1]), which can close an agent's connection.
+	agentConns *connListener
 
 	// console is the hub console's doors, when its options open them; consoleListeners are their listeners
 	// (redis proxy, managed clusters' API proxy), nil when off.
@@ -159,6 +161,8 @@ func (s *Server) listen() error {
 		}
 		s.listeners[i] = l
 	}
+	s.agentConns = newConnListener(s.listeners[1])
+	s.listeners[1] = s.agentConns
 	return nil
 }
 
