@@ -58,7 +58,7 @@ type Options struct {
 	// AgentResyncGrace is how long an agent subscription may go without a spec resync from its cluster before
 	// the server closes the agent's connection (0: never).
 	AgentResyncGrace time.Duration
-	ShutdownTimeout           time.Duration
+	ShutdownTimeout  time.Duration
 	// StoreBatchWait is how long a batch of spec or status writes waits after its first write for more before
 	// it is committed (0: no wait; the writes queued while a commit runs still go together).
 	StoreBatchWait time.Duration
