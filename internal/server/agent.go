@@ -231,7 +231,8 @@ var errNoResync = status.Error(codes.Unavailable, "no spec resync since subscrib
 // resynced. Closing only the stream would go unnoticed by such a client; closing its connection makes its
 // reconnect loop start over: connect, subscribe, receive, resync.
 func (e *agentEndpoint) closeUnresynced(ctx context.Context, sub *agentSub) {
-	if sub.resynced.Load() {
+	if sub.resynced.Load() || ctx.Err() != nil {
+		// Resynced, or the subscription ended meanwhile.
 		return
 	}
 	e.s.metrics.unresynced.Inc()
