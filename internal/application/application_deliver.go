@@ -152,8 +152,8 @@ func (r *Reconciler) deliver(ctx context.Context, s *state) (ctrl.Result, error)
 		// Not built by this process since the Application last changed (its status written, the process
 		// restarted): the work says what it was built from.
 		from = builtFrom(s.app, r.Options.SpokeArgoCDNamespace, in)
-		if hash = s.work.Annotations[AnnotationSpecHash]; hash != "" && s.work.Annotations[AnnotationBuiltFrom] == from {
-			known = true
+		if h := s.work.Annotations[AnnotationSpecHash]; h != "" && s.work.Annotations[AnnotationBuiltFrom] == from {
+			hash, known = h, true
 			r.built.record(appKey, s.app.GetResourceVersion(), inputs, hash)
 		}
 	}
