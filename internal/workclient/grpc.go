@@ -115,33 +115,43 @@ func NewGRPC(ctx context.Context, o GRPCOptions) (*GRPC, error) {
 
 // run lists the works, then subscribes to their statuses and resyncs them after every (re)subscription.
 func (g *GRPC) run(ctx context.Context) {
-	works, hashes, err := g.listWorks(ctx)
-	if err != nil {
+	if err := g.listWorks(ctx); err != nil {
 		return
-	}
-	if err := g.store.replaceListed(works, hashes); err != nil {
-		klog.FromContext(ctx).Error(err, "Could not store some of the works listed from the server")
 	}
 	g.events.Subscribe(ctx, g.store.HandleReceivedResource)
 	g.resyncOnSubscribe(ctx, g.events)
 }
 
-// listWorks lists the works from the server, again and again until it answers or ctx ends. It logs what it
-// waits for when that changes, not at every attempt.
-func (g *GRPC) listWorks(ctx context.Context) ([]*workv1.ManifestWork, map[kubetypes.UID]string, error) {
+// listWorks lists the works from the server into the store, again and again until it answers or ctx ends, and
+// marks the store synced. It logs what it waits for when that changes, not at every attempt.
+func (g *GRPC) listWorks(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("source", g.sourceID, "server", g.lister.client.URL())
 	backoff := listBackoff
 	start := time.Now()
 	logged := ""
 	for {
-		works, hashes, err := g.lister.list(ctx)
+		listed, notStored := 0, 0
+		var storeErr error
+		err := g.lister.each(ctx, func(w *workv1.ManifestWork, statusHash string) error {
+			listed++
+			if err := g.store.listed(w, statusHash); err != nil {
+				notStored++
+				storeErr = err
+			}
+			return nil
+		})
 		if err == nil {
+			g.store.listDone()
 			g.setNotListed(nil)
-			logger.Info("Listed works from the server", "works", len(works), "after", time.Since(start).Round(time.Millisecond))
-			return works, hashes, nil
+			logger.Info("Listed works from the server", "works", listed, "after", time.Since(start).Round(time.Millisecond))
+			if notStored > 0 {
+				logger.Error(storeErr, "Could not store some of the works listed from the server", "works", notStored)
+			}
+			return nil
 		}
+		g.store.listFailed()
 		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
+			return ctx.Err()
 		}
 		g.setNotListed(err)
 		if err.Error() != logged {
@@ -150,7 +160,7 @@ func (g *GRPC) listWorks(ctx context.Context) ([]*workv1.ManifestWork, map[kubet
 		}
 		select {
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(backoff.Step()):
 		}
 	}

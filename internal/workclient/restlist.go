@@ -55,35 +55,33 @@ type restLister struct {
 // ListServerWorks returns the works a source has on a Maestro(-compatible) server for one consumer (a managed
 // cluster), with their latest status and without their manifests, as the grpc transport sees them.
 func ListServerWorks(ctx context.Context, c *restapi.Client, source, consumer string) ([]*workv1.ManifestWork, error) {
-	works, _, err := (&restLister{client: c, source: source, consumer: consumer, pageSize: 500}).list(ctx)
+	var works []*workv1.ManifestWork
+	err := (&restLister{client: c, source: source, consumer: consumer, pageSize: 500}).each(ctx, func(w *workv1.ManifestWork, _ string) error {
+		works = append(works, w)
+		return nil
+	})
 	return works, err
 }
 
-// list returns every work of the source (restapi.EachResourceBundle: a work removed while the list runs must not
-// hide another, or a work the controller never lists is never deleted), and the status hashes the server sent
-// with them (argocd-pull server's; a Maestro sends none).
-func (l *restLister) list(ctx context.Context) ([]*workv1.ManifestWork, map[kubetypes.UID]string, error) {
+// each calls fn with every work of the source as the pages come (restapi.EachResourceBundle: a work removed
+// while the list runs must not hide another, or a work the controller never lists is never deleted), and the
+// status hash the server sent with it (argocd-pull server's; a Maestro sends none).
+func (l *restLister) each(ctx context.Context, fn func(w *workv1.ManifestWork, statusHash string) error) error {
 	search := restapi.SourceSearch(l.source)
 	if l.consumer != "" {
 		search += fmt.Sprintf(" and consumer_name = '%s'", strings.ReplaceAll(l.consumer, "'", "''"))
 	}
-	var works []*workv1.ManifestWork
-	hashes := map[kubetypes.UID]string{}
-	err := restapi.EachResourceBundle(ctx, l.client, search, bundleFields, l.pageSize, func(b bundle) string { return b.ID }, func(b bundle) error {
+	return restapi.EachResourceBundle(ctx, l.client, search, bundleFields, l.pageSize, func(b bundle) string { return b.ID }, func(b bundle) error {
 		w, err := b.work()
 		if err != nil {
 			return err
 		}
-		works = append(works, w)
-		if b.Status != nil && b.Status.StatusHash != "" {
-			hashes[w.UID] = b.Status.StatusHash
+		hash := ""
+		if b.Status != nil {
+			hash = b.Status.StatusHash
 		}
-		return nil
+		return fn(w, hash)
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return works, hashes, nil
 }
 
 // ready asks the server whether it is ready (its /readyz: serving, with its database reachable).
