@@ -66,31 +66,24 @@ var (
 )
 
 func newWorkStore() *workStore {
-	return &workStore{
-		byKey:       map[string]*keptWork{},
-		byUID:       map[kubetypes.UID]string{},
-		byApp:       map[string][]string{},
-		byNamespace: map[string]map[string]struct{}{},
-		removed:     newRecentByUID[string](tombstoneTTL),
-		early:       newRecentByUID[*workv1.ManifestWork](earlyStatusTTL),
-		codec:       vocabularyCodec,
+	s := &workStore{
+		removed: newRecentByUID[string](tombstoneTTL),
+		early:   newRecentByUID[*workv1.ManifestWork](earlyStatusTTL),
+		codec:   vocabularyCodec,
 	}
+	s.clearWorks()
+	return s
+}
+
+// clearWorks empties the works and their indexes; the caller holds the lock, or has the store to itself.
+func (s *workStore) clearWorks() {
+	s.byKey = map[string]*keptWork{}
+	s.byUID = map[kubetypes.UID]string{}
+	s.byApp = map[string][]string{}
+	s.byNamespace = map[string]map[string]struct{}{}
 }
 
 func storeKey(namespace, name string) string { return namespace + "/" + name }
-
-// replace loads the works listed from the server and marks the store synced.
-func (s *workStore) replace(works []*workv1.ManifestWork) error { return s.replaceListed(works, nil) }
-
-// replaceListed is replace with the status hashes the server listed with the works, by UID.
-func (s *workStore) replaceListed(works []*workv1.ManifestWork, hashes map[kubetypes.UID]string) error {
-	var errs []error
-	for _, w := range works {
-		errs = append(errs, s.listed(w, hashes[w.UID]))
-	}
-	s.listDone()
-	return errors.Join(errs...)
-}
 
 // listed stores a work listed from the server, as the list goes, with the status hash the server sent with it
 // (argocd-pull server's; a Maestro sends none): the first resync after a start then sends it instead of
@@ -116,13 +109,9 @@ func (s *workStore) listed(w *workv1.ManifestWork, statusHash string) error {
 func (s *workStore) listFailed() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.synced {
-		return
+	if !s.synced {
+		s.clearWorks()
 	}
-	s.byKey = map[string]*keptWork{}
-	s.byUID = map[kubetypes.UID]string{}
-	s.byApp = map[string][]string{}
-	s.byNamespace = map[string]map[string]struct{}{}
 }
 
 // listDone marks the store synced and tells the handlers of every work listed.

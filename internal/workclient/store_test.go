@@ -2,6 +2,7 @@ package workclient
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -22,6 +23,19 @@ import (
 
 // Snowflake sequence IDs in increasing order.
 var seq = []string{"1854718813467537408", "1854718813467537409", "1854718813467537410"}
+
+// replace stores works as listed from the server, and marks the store synced, as the transport's list does.
+func (s *workStore) replace(works []*workv1.ManifestWork) error { return s.replaceListed(works, nil) }
+
+// replaceListed is replace with the status hashes the server listed with the works, by UID.
+func (s *workStore) replaceListed(works []*workv1.ManifestWork, hashes map[kubetypes.UID]string) error {
+	var errs []error
+	for _, w := range works {
+		errs = append(errs, s.listed(w, hashes[w.UID]))
+	}
+	s.listDone()
+	return errors.Join(errs...)
+}
 
 func storedWork(gen int64, s string, applied int64) *workv1.ManifestWork {
 	w := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "c1", Name: "w", UID: kubetypes.UID(utils.UID("src", common.ManifestWorkGR.String(), "c1", "w")),
