@@ -199,6 +199,33 @@ func TestMarkdownStoppedRun(t *testing.T) {
 	}
 }
 
+// TestMarkdownStoppedInDelete checks that a run stopped in its delete says how far the delete got, and gives its
+// CPU and requests per Application gone by then, not per Application created; a finished delete's row is left out.
+func TestMarkdownStoppedInDelete(t *testing.T) {
+	stopped := &Result{Scenario: Scenario{Clusters: 10, AppSets: 10, Transport: "grpc"}, Applications: 100,
+		SyncedProcessCPU: map[string]float64{"kube-apiserver": 3, "controller": 1},
+		DeleteStopped:    90 * time.Second, DeleteGone: 40, Stopped: "10×10 grpc: context canceled",
+		DeleteProcessCPU: map[string]float64{"kube-apiserver": 0.8, "controller": 0.2},
+		DeleteRequests:   requestCounts{"DELETE applications": 40, "PATCH applications": 44}}
+	finished := &Result{Scenario: Scenario{Clusters: 10, AppSets: 10, Transport: "kube"}, Applications: 100,
+		SyncedProcessCPU: map[string]float64{"kube-apiserver": 3, "controller": 1},
+		DeleteApps:       time.Minute, DeleteGone: 100, DeleteFloor: 30 * time.Second,
+		DeleteProcessCPU:      map[string]float64{"kube-apiserver": 2, "controller": 1},
+		DeleteFloorProcessCPU: map[string]float64{"kube-apiserver": 1.5},
+		DeleteRequests:        requestCounts{"DELETE applications": 100, "PATCH applications": 100}}
+	table := markdown([]*Result{stopped, finished}, "make bench", "test machine")
+	tableHas(t, table,
+		"| delete stopped before its end: after; Applications gone from the hub by then | 1m30s; 40 of 100 | – |",
+		"| delete: no Application anywhere | – | 1m0s |",
+		"| hub-side CPU ms per deleted Application: fleet / delete floor | 25.0 / – | 30.0 / 15.0 (2.00×) |",
+		"|   CPU ms per deleted Application: kube-apiserver (fleet / delete floor) | 20.0 / – | 20.0 / 15.0 |",
+		"| hub requests per deleted Application: PATCH applications (fleet / delete floor) | 1.10 / 0.00 | 1.00 / 0.00 |",
+		"| orphaned works | – | 0 |")
+	if strings.Contains(markdown([]*Result{finished}, "make bench", "test machine"), "delete stopped") {
+		t.Error("a finished delete's table has the row of a stopped one")
+	}
+}
+
 // TestMarkdownMemoryLimits checks that the table gives the containers' memory limits as set, "none" where a run
 // set none, and leaves the rows out when no run set any.
 func TestMarkdownMemoryLimits(t *testing.T) {

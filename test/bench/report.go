@@ -185,6 +185,14 @@ func markdown(results []*Result, command, machine string) string {
 	}
 	row("delete: no work left", func(r *Result) string { return dur(r.DeleteWorks) })
 	row("delete: no Application anywhere", func(r *Result) string { return dur(r.DeleteApps) })
+	for _, r := range results {
+		if r.DeleteStopped > 0 {
+			row("delete stopped before its end: after; Applications gone from the hub by then", func(r *Result) string {
+				return ifMeasured(r.DeleteStopped > 0, fmt.Sprintf("%s; %d of %d", dur(r.DeleteStopped), r.DeleteGone, r.Applications))
+			})
+			break
+		}
+	}
 	row("delete floor: delete + finalizer off per Application", func(r *Result) string { return dur(r.DeleteFloor) })
 	row("delete: ratio to the delete floor", func(r *Result) string {
 		if r.DeleteRatio() == 0 {
@@ -192,32 +200,44 @@ func markdown(results []*Result, command, machine string) string {
 		}
 		return fmt.Sprintf("%.2f×", r.DeleteRatio())
 	})
+	// perDeleted is per Application deleted: every one once the delete ended, those gone from the hub when a run
+	// was stopped in it. The delete floor deletes every Application.
+	perDeleted := func(v float64, r *Result) float64 {
+		if r.DeleteApps == 0 {
+			return v / float64(r.DeleteGone)
+		}
+		return v / float64(r.Applications)
+	}
+	deleteMeasured := func(r *Result) bool { return r.DeleteApps != 0 || (r.DeleteStopped != 0 && r.DeleteGone > 0) }
 	row("hub-side CPU ms per deleted Application: fleet / delete floor", func(r *Result) string {
 		fleet, floor := hubSide(r.DeleteProcessCPU), hubSide(r.DeleteFloorProcessCPU)
-		if r.DeleteApps == 0 || fleet == 0 || floor == 0 {
+		if !deleteMeasured(r) || fleet == 0 {
 			return "–"
 		}
-		return fmt.Sprintf("%.1f / %.1f (%.2f×)", 1000*perApp(fleet, r), 1000*perApp(floor, r), fleet/floor)
+		if floor == 0 {
+			return fmt.Sprintf("%.1f / –", 1000*perDeleted(fleet, r))
+		}
+		return fmt.Sprintf("%.1f / %.1f (%.2f×)", 1000*perDeleted(fleet, r), 1000*perApp(floor, r), perDeleted(fleet, r)/perApp(floor, r))
 	})
 	for _, p := range cpuProcessNames(results) {
 		row("  CPU ms per deleted Application: "+p+" (fleet / delete floor)", func(r *Result) string {
 			v, ok := r.DeleteProcessCPU[p]
-			if !ok || r.DeleteApps == 0 {
+			if !ok || !deleteMeasured(r) {
 				return "–"
 			}
 			floor := "–"
 			if f, ok := r.DeleteFloorProcessCPU[p]; ok {
 				floor = fmt.Sprintf("%.1f", 1000*perApp(f, r))
 			}
-			return fmt.Sprintf("%.1f / %s", 1000*perApp(v, r), floor)
+			return fmt.Sprintf("%.1f / %s", 1000*perDeleted(v, r), floor)
 		})
 	}
 	for _, k := range deleteRequestKinds(results) {
 		row("hub requests per deleted Application: "+k+" (fleet / delete floor)", func(r *Result) string {
-			if r.DeleteRequests == nil {
+			if r.DeleteRequests == nil || !deleteMeasured(r) {
 				return "–"
 			}
-			return fmt.Sprintf("%.2f / %.2f", perApp(r.DeleteRequests[k], r), perApp(r.DeleteFloorRequests[k], r))
+			return fmt.Sprintf("%.2f / %.2f", perDeleted(r.DeleteRequests[k], r), perApp(r.DeleteFloorRequests[k], r))
 		})
 	}
 	row("hub apiserver: watches of Applications closed as too slow / LIST pages of Applications, in the delete", func(r *Result) string {

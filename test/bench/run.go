@@ -119,8 +119,12 @@ type Result struct {
 	LatencyRequests requestCounts `json:",omitempty"`
 
 	DeleteWorks, DeleteApps time.Duration
+	// DeleteStopped is how long the delete ran when the run was stopped before it ended, DeleteGone how many
+	// Applications had gone from the hub by then (all of them once it ends).
+	DeleteStopped time.Duration `json:",omitempty"`
+	DeleteGone    int           `json:",omitempty"`
 	// DeleteRequests and DeleteProcessCPU are the hub apiserver's requests and each process's CPU seconds
-	// from the delete of the ApplicationSets until nothing was left.
+	// from the delete of the ApplicationSets until nothing was left, or until the run was stopped.
 	DeleteRequests   requestCounts
 	DeleteProcessCPU map[string]float64
 	// DeleteFloor is the least the hub apiserver needs to delete the Applications (measureDeleteFloor), on the
@@ -725,6 +729,7 @@ func measureDelete(ctx context.Context, sc Scenario, f *localfleet.System, c cli
 			return false, err.Error()
 		}
 		apps, _ := t.counts()
+		res.DeleteGone = res.Applications - apps
 		st, err := s.stats(ctx)
 		if err != nil {
 			return false, fmt.Sprintf("simulator: %v", err)
@@ -739,11 +744,20 @@ func measureDelete(ctx context.Context, sc Scenario, f *localfleet.System, c cli
 		return works == 0 && spoke == 0 && apps == 0, fmt.Sprintf("works %d, Applications on clusters %d, on the hub %d", works, spoke, apps)
 	}, sc.Log)
 	res.DeleteProcessCPU = processCPU(usageOf(procs), startUsage)
-	if end, rerr := hubRequests(ctx, hubCfg); rerr == nil {
+	// A run stopped in the delete (a SIGINT) still reads the hub's counters: what was deleted until then is
+	// measured per Application gone.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if end, rerr := hubRequests(rctx, hubCfg); rerr == nil {
 		res.DeleteRequests = end.sub(startRequests)
 	}
 	if err != nil {
-		works, _ := countWorks(ctx, f)
+		if ctx.Err() != nil {
+			res.DeleteStopped = time.Since(start)
+			sc.Log("stopped in the delete after %s: %d of %d Applications gone from the hub", res.DeleteStopped.Round(time.Second), res.DeleteGone, res.Applications)
+			return err
+		}
+		works, _ := countWorks(rctx, f)
 		res.Orphans = works
 		return err
 	}
