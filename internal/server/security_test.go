@@ -176,13 +176,17 @@ func subscribeErr(t *testing.T, c pbv1.CloudEventServiceClient, req *pbv1.Subscr
 	t.Helper()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	stayedOpen := errors.New("the subscription stayed open")
-	timer := time.AfterFunc(time.Second, func() { cancel(stayedOpen) })
-	defer timer.Stop()
+	// The second a subscription is given to stay open counts from when it was sent: the connection's TLS
+	// handshake, before, can take longer than that on a loaded machine.
+	connecting := time.AfterFunc(30*time.Second, func() { cancel(errors.New("not connected in 30 s")) })
 	stream, err := c.Subscribe(ctx, req)
+	connecting.Stop()
 	if err != nil {
 		return err
 	}
+	stayedOpen := errors.New("the subscription stayed open")
+	timer := time.AfterFunc(time.Second, func() { cancel(stayedOpen) })
+	defer timer.Stop()
 	if _, err := stream.Header(); err != nil {
 		return err
 	}
