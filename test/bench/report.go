@@ -200,15 +200,10 @@ func markdown(results []*Result, command, machine string) string {
 		}
 		return fmt.Sprintf("%.2f×", r.DeleteRatio())
 	})
-	// perDeleted is per Application deleted: every one once the delete ended, those gone from the hub when a run
-	// was stopped in it. The delete floor deletes every Application.
-	perDeleted := func(v float64, r *Result) float64 {
-		if r.DeleteApps == 0 {
-			return v / float64(r.DeleteGone)
-		}
-		return v / float64(r.Applications)
-	}
-	deleteMeasured := func(r *Result) bool { return r.DeleteApps != 0 || (r.DeleteStopped != 0 && r.DeleteGone > 0) }
+	// perDeleted is per Application gone from the hub: every one once the delete ended, those gone by then when a
+	// run was stopped in it. The delete floor deletes every Application.
+	perDeleted := func(v float64, r *Result) float64 { return v / float64(r.DeleteGone) }
+	deleteMeasured := func(r *Result) bool { return r.DeleteGone > 0 && (r.DeleteApps != 0 || r.DeleteStopped != 0) }
 	row("hub-side CPU ms per deleted Application: fleet / delete floor", func(r *Result) string {
 		fleet, floor := hubSide(r.DeleteProcessCPU), hubSide(r.DeleteFloorProcessCPU)
 		if !deleteMeasured(r) || fleet == 0 {
