@@ -1,4 +1,9 @@
-// Package pagedlist makes informers read large collections page by page.
+// Package pagedlist makes informers read large collections page by page where the apiserver cannot stream them.
+//
+// client-go (0.35 on) asks for an informer's list as the first events of a watch, streamed from the apiserver's
+// watch cache (WatchList, on by default from Kubernetes 1.34): no pages, no continue tokens, and the informer's
+// transform applied to each object as it arrives. This package wraps only the list the informer falls back to
+// when the apiserver refuses that (Kubernetes 1.33 by default); its watches pass through.
 //
 // client-go's reflector lists without a limit when it relists after its watch ended (so that the apiserver's
 // watch cache can answer), and its first list asks for resourceVersion "0", for which the watch cache ignores

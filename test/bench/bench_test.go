@@ -242,7 +242,8 @@ func TestMarkdownMemoryLimits(t *testing.T) {
 }
 
 // TestClosedWatches: the apiserver's closures of too-slow watches are counted by resource, and the table shows
-// those of Applications and of ManifestWorks beside their LISTs, as measured.
+// those of Applications and of ManifestWorks beside their LISTs, and the lists of Applications streamed, as
+// measured.
 func TestClosedWatches(t *testing.T) {
 	counts := scrapedRequests(t,
 		`# TYPE apiserver_terminated_watchers_total counter`,
@@ -250,15 +251,17 @@ func TestClosedWatches(t *testing.T) {
 		`apiserver_terminated_watchers_total{resource="manifestworks.work.open-cluster-management.io"} 127`,
 		`apiserver_request_total{code="200",component="apiserver",group="work.open-cluster-management.io",resource="manifestworks",scope="cluster",subresource="",verb="LIST",version="v1"} 7`,
 		`apiserver_request_total{code="200",component="apiserver",group="argoproj.io",resource="applications",scope="cluster",subresource="",verb="LIST",version="v1alpha1"} 1`,
+		`apiserver_watch_list_duration_seconds_count{component="",group="argoproj.io",resource="applications",scope="namespace",version="v1alpha1"} 2`,
+		`apiserver_watch_list_duration_seconds_count{component="",group="argoproj.io",resource="applications",scope="cluster",version="v1alpha1"} 3`,
 	)
-	if counts[closedWatches] != 18 || counts[closedWorkWatches] != 127 || counts["LIST manifestworks"] != 7 {
+	if counts[closedWatches] != 18 || counts[closedWorkWatches] != 127 || counts["LIST manifestworks"] != 7 || counts[streamedLists] != 5 {
 		t.Fatalf("counts %v", counts)
 	}
 	r := &Result{Scenario: Scenario{Clusters: 3, AppSets: 2, Transport: "kube"}, Floor: 10 * time.Second, Synced: 25 * time.Second,
 		SyncedRequests: counts, DeleteRequests: counts.sub(requestCounts{closedWorkWatches: 100, "LIST manifestworks": 5})}
 	table := markdown([]*Result{r}, "make bench", "test machine")
 	tableHas(t, table,
-		"| hub apiserver: watches of Applications closed as too slow / LIST pages of Applications, until Synced | 18 / 1 |",
+		"| hub apiserver: watches of Applications closed as too slow / lists of Applications streamed / LIST pages of Applications, until Synced | 18 / 5 / 1 |",
 		"| hub apiserver: watches of ManifestWorks closed as too slow / LISTs of ManifestWorks, until Synced | 127 / 7 |",
 		"| hub apiserver: watches of ManifestWorks closed as too slow / LISTs of ManifestWorks, in the delete | 27 / 2 |")
 }

@@ -35,7 +35,9 @@ const simResourcesPerApp = 4
 
 // requestCounts are the hub apiserver's requests by verb (apiserver_request_total), under closedWatches and
 // closedWorkWatches the watches it closed because their clients did not keep up (apiserver_terminated_watchers_total),
-// and under refused and a resource's name the writes it answered with an error.
+// under streamedLists the lists of Applications it streamed as a watch's first events
+// (apiserver_watch_list_duration_seconds), and under refused and a resource's name the writes it answered with an
+// error.
 type requestCounts map[string]float64
 
 // closedWatches and closedWorkWatches are the keys of requestCounts that count the watches of Applications and
@@ -46,14 +48,17 @@ type requestCounts map[string]float64
 const (
 	closedWatches     = "WATCH-CLOSED applications.argoproj.io"
 	closedWorkWatches = "WATCH-CLOSED manifestworks.work.open-cluster-management.io"
+	// streamedLists counts the lists of Applications an informer read as the first events of a watch (WatchList),
+	// instead of as LIST pages.
+	streamedLists = "WATCHLIST applications"
 )
 
 // refused prefixes the resource of the writes the apiserver answered with an error (a 4xx or 5xx code): they
 // count among the writes, but wrote nothing.
 const refused = "REFUSED "
 
-// hubRequests scrapes the apiserver's request counters, by verb and by "verb resource[/subresource]", and the
-// watches it closed by resource (closedWatches, closedWorkWatches).
+// hubRequests scrapes the apiserver's request counters, by verb and by "verb resource[/subresource]", the
+// watches it closed by resource (closedWatches, closedWorkWatches) and the lists it streamed (streamedLists).
 func hubRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -64,6 +69,8 @@ func hubRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
 		switch name {
 		case "apiserver_terminated_watchers_total":
 			counts["WATCH-CLOSED "+label(labels, "resource")] = v
+		case "apiserver_watch_list_duration_seconds_count":
+			counts["WATCHLIST "+label(labels, "resource")] += v
 		case "apiserver_request_total":
 			verb, resource := label(labels, "verb"), label(labels, "resource")
 			if sub := label(labels, "subresource"); sub != "" {

@@ -9,42 +9,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-pull/argocd-pull/internal/argocd"
+	"github.com/argocd-pull/argocd-pull/internal/hubmanager"
 	"github.com/argocd-pull/argocd-pull/internal/loopback"
+	"github.com/argocd-pull/argocd-pull/internal/testutil"
 )
 
 // TestWatchCacheServesEveryPage: with the flags the benchmark gives a hub apiserver that keeps its watch cache of
 // Applications, every page of a list of them, as the controller's informer asks for it (its label selector, a
-// page size), comes from the cache, the continued pages too; without listFromCacheSnapshot those went to etcd.
+// page size), comes from the cache, the continued pages too; without ListFromCacheSnapshot those went to etcd.
 func TestWatchCacheServesEveryPage(t *testing.T) {
 	ctx := t.Context()
-	env, err := loopback.Start(ctx, loopback.Options{HubAPIServerArgs: Scenario{}.hubAPIServerArgs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop()
-	cfg := env.Hub.Config()
-	c, err := clientFor(cfg, 50, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const namespace, apps, pageSize = "pages", 7, 2
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
-		t.Fatal(err)
-	}
-	set := &unstructured.Unstructured{}
-	set.SetNamespace(namespace)
-	set.SetName("set-00")
-	for i := range apps {
-		app := pullApplication(set, fmt.Sprintf("cluster-%d", i))
-		app.SetOwnerReferences(nil)
-		app.SetFinalizers(nil)
-		if err := c.Create(ctx, app); err != nil {
-			t.Fatal(err)
-		}
-	}
+	const apps, pageSize = 7, 2
+	cfg, c := hubWithApplications(t, apps)
 
 	before := applicationLists(ctx, t, cfg)
 	list := argocd.NewApplicationList()
@@ -72,8 +52,74 @@ func TestWatchCacheServesEveryPage(t *testing.T) {
 	}
 }
 
-// listCounts are the hub apiserver's lists of Applications served from its watch cache and from etcd.
-type listCounts struct{ cache, storage float64 }
+// TestInformerStreamsItsList: with the flags the benchmark gives a hub apiserver that keeps its watch cache of
+// Applications, an informer of Applications built as the controller's and the tracker's are (pagedlist, client-go's
+// defaults) reads its list as the first events of one watch, streamed from the cache, and sends no LIST: a paged
+// list has to end before the cache drops the snapshot it reads and etcd compacts its revision, which a relist of
+// 150,000 Applications on a busy hub did not.
+func TestInformerStreamsItsList(t *testing.T) {
+	ctx := t.Context()
+	const apps = 7
+	cfg, _ := hubWithApplications(t, apps)
+
+	before := applicationLists(ctx, t, cfg)
+	inf, err := testutil.PullApplicationInformer(cfg, hubmanager.Scheme())
+	if err != nil {
+		t.Fatal(err)
+	}
+	informerCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go inf.RunWithContext(informerCtx)
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	after := applicationLists(ctx, t, cfg)
+	if n := len(inf.GetStore().ListKeys()); n != apps {
+		t.Fatalf("the informer holds %d Applications, want %d", n, apps)
+	}
+	if lists := after.requests - before.requests; lists != 0 {
+		t.Errorf("the informer sent %.0f LIST requests of Applications, want none", lists)
+	}
+	if streamed := after.watchLists - before.watchLists; streamed != 1 {
+		t.Errorf("the apiserver streamed %.0f lists of Applications as watches, want 1", streamed)
+	}
+}
+
+// hubWithApplications starts a hub apiserver with the benchmark's flags and creates n pull-model Applications.
+func hubWithApplications(t *testing.T, n int) (*rest.Config, client.Client) {
+	t.Helper()
+	ctx := t.Context()
+	env, err := loopback.Start(ctx, loopback.Options{HubAPIServerArgs: Scenario{}.hubAPIServerArgs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Stop)
+	cfg := env.Hub.Config()
+	c, err := clientFor(cfg, 50, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const namespace = "pages"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	set := &unstructured.Unstructured{}
+	set.SetNamespace(namespace)
+	set.SetName("set-00")
+	for i := range n {
+		app := pullApplication(set, fmt.Sprintf("cluster-%d", i))
+		app.SetOwnerReferences(nil)
+		app.SetFinalizers(nil)
+		if err := c.Create(ctx, app); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cfg, c
+}
+
+// listCounts are the hub apiserver's lists of Applications: served from its watch cache and from etcd, LIST
+// requests, and lists streamed as the first events of a watch.
+type listCounts struct{ cache, storage, requests, watchLists float64 }
 
 func applicationLists(ctx context.Context, t *testing.T, cfg *rest.Config) listCounts {
 	t.Helper()
@@ -88,6 +134,10 @@ func applicationLists(ctx context.Context, t *testing.T, cfg *rest.Config) listC
 			n.cache += v
 		case name == "apiserver_storage_list_total" && label(labels, "resource") == "applications.argoproj.io":
 			n.storage += v
+		case name == "apiserver_request_total" && label(labels, "resource") == "applications" && label(labels, "verb") == "LIST":
+			n.requests += v
+		case name == "apiserver_watch_list_duration_seconds_count" && label(labels, "resource") == "applications":
+			n.watchLists += v
 		}
 	})
 	if err != nil {

@@ -107,11 +107,11 @@ func markdown(results []*Result, command, machine string) string {
 			return fmt.Sprintf("%.2f / %.2f", perApp(r.SyncedRequests[k], r), perApp(r.FloorRequests[k], r))
 		})
 	}
-	row("hub apiserver: watches of Applications closed as too slow / LIST pages of Applications, until Synced", func(r *Result) string {
+	row("hub apiserver: watches of Applications closed as too slow / lists of Applications streamed / LIST pages of Applications, until Synced", func(r *Result) string {
 		if r.SyncedRequests == nil {
 			return "–"
 		}
-		return fmt.Sprintf("%.0f / %.0f", r.SyncedRequests[closedWatches], r.SyncedRequests["LIST applications"])
+		return fmt.Sprintf("%.0f / %.0f / %.0f", r.SyncedRequests[closedWatches], r.SyncedRequests[streamedLists], r.SyncedRequests["LIST applications"])
 	})
 	// The kube transport's works are watched on the hub by the controller and by the simulator (one watch of
 	// every cluster's works); a closed watch resumes, or lists every work again when it fell too far behind.
@@ -235,11 +235,11 @@ func markdown(results []*Result, command, machine string) string {
 			return fmt.Sprintf("%.2f / %.2f", perDeleted(r.DeleteRequests[k], r), perApp(r.DeleteFloorRequests[k], r))
 		})
 	}
-	row("hub apiserver: watches of Applications closed as too slow / LIST pages of Applications, in the delete", func(r *Result) string {
+	row("hub apiserver: watches of Applications closed as too slow / lists of Applications streamed / LIST pages of Applications, in the delete", func(r *Result) string {
 		if r.DeleteRequests == nil {
 			return "–"
 		}
-		return fmt.Sprintf("%.0f / %.0f", r.DeleteRequests[closedWatches], r.DeleteRequests["LIST applications"])
+		return fmt.Sprintf("%.0f / %.0f / %.0f", r.DeleteRequests[closedWatches], r.DeleteRequests[streamedLists], r.DeleteRequests["LIST applications"])
 	})
 	row("hub apiserver: watches of ManifestWorks closed as too slow / LISTs of ManifestWorks, in the delete", func(r *Result) string {
 		if r.DeleteRequests == nil {

@@ -312,18 +312,26 @@ func (sc Scenario) hubAPIServerArgs() []string {
 		// never ends. docs/install.md gives hubs the same advice.
 		args = append(args, "--watch-cache-sizes=applications.argoproj.io#0", "--etcd-compaction-interval="+noWatchCacheCompaction.String())
 	} else {
-		args = append(args, listFromCacheSnapshot)
+		args = append(args, cacheGates)
 	}
 	return args
 }
 
-// listFromCacheSnapshot has the watch cache serve every page of a list, as Kubernetes 1.34 does by default:
-// the hub apiserver here is 1.33, whose cache serves a list's first page and sends every further page to etcd
-// at the first page's revision. At 150,000 Applications the restarted controller's list then took 1–2.5 s a
-// page of 500 from etcd on two cores, longer than the five minutes between compactions: a page failed with
-// 410 Gone and the list began again (16 minutes in all, 2026-11-30). docs/install.md gives 1.33 hubs the
-// same advice.
-const listFromCacheSnapshot = "--feature-gates=ListFromCacheSnapshot=true"
+// cacheGates are the watch cache's features Kubernetes 1.34 has on by default and the hub apiserver here, 1.33,
+// does not:
+//   - ListFromCacheSnapshot has the cache serve every page of a list. Without it the cache serves a list's first
+//     page and sends every further page to etcd at the first page's revision. At 150,000 Applications the
+//     restarted controller's list then took 1–2.5 s a page of 500 from etcd on two cores, longer than the five
+//     minutes between compactions: a page failed with 410 Gone and the list began again (16 minutes in all,
+//     2026-11-30).
+//   - WatchList has an informer (client-go 0.35 asks for it by default) read its list as the first events of
+//     its watch, streamed from the cache, instead of as a list. A paged list still has to end before the cache
+//     drops its snapshot and etcd compacts the revision it reads at: during the creates at 150,000 the
+//     controller's relist, after its watch ended, did not, and began again for half an hour while it delivered
+//     nothing (bc83156, 2026-12-01).
+//
+// docs/install.md gives 1.33 hubs the same advice.
+const cacheGates = "--feature-gates=ListFromCacheSnapshot=true,WatchList=true"
 
 // runFloor measures the floor on a fresh hub apiserver, then the delete floor on the same one.
 func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) error {
