@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,23 +59,51 @@ func TestWatchCacheServesEveryPage(t *testing.T) {
 // Applications, an informer of Applications built as the controller's and the tracker's are (pagedlist, client-go's
 // defaults) reads its list as the first events of one watch, streamed from the cache, and sends no LIST: a paged
 // list has to end before the cache drops the snapshot it reads and etcd compacts its revision, which a relist of
-// 150,000 Applications on a busy hub did not.
+// 150,000 Applications on a busy hub did not. The stream here outlasts the second of events the apiserver buffers
+// for each watcher, with Applications written all the while, and still ends.
 func TestInformerStreamsItsList(t *testing.T) {
 	ctx := t.Context()
-	const apps = 7
-	cfg, _ := hubWithApplications(t, apps)
+	const apps, perObject, writeEvery = 500, 10 * time.Millisecond, 20 * time.Millisecond
+	cfg, c := hubWithApplications(t, apps)
+
+	writing, stopWriting := context.WithCancel(ctx)
+	defer stopWriting()
+	var writes atomic.Int64
+	go func() {
+		tick := time.NewTicker(writeEvery)
+		defer tick.Stop()
+		for i := 0; writing.Err() == nil; i++ {
+			<-tick.C
+			app := argocd.NewApplication()
+			app.SetNamespace(appsNamespace)
+			app.SetName(fmt.Sprintf("cluster-%d-set-00", i%apps))
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{"write":"%d"}}}`, i)
+			if c.Patch(writing, app, client.RawPatch(types.MergePatchType, []byte(patch))) == nil {
+				writes.Add(1)
+			}
+		}
+	}()
 
 	before := applicationLists(ctx, t, cfg)
 	inf, err := testutil.PullApplicationInformer(cfg, hubmanager.Scheme())
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A slow reader: the stream takes apps×perObject at least.
+	if err := inf.SetTransform(func(obj any) (any, error) { time.Sleep(perObject); return obj, nil }); err != nil {
+		t.Fatal(err)
+	}
 	informerCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go inf.RunWithContext(informerCtx)
-	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		t.Fatal("the informer did not sync")
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	start := writes.Load()
+	if !toolscache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
+		t.Fatal("the informer did not sync within a minute")
 	}
+	during := writes.Load() - start
+	stopWriting()
 	after := applicationLists(ctx, t, cfg)
 	if n := len(inf.GetStore().ListKeys()); n != apps {
 		t.Fatalf("the informer holds %d Applications, want %d", n, apps)
@@ -83,7 +114,13 @@ func TestInformerStreamsItsList(t *testing.T) {
 	if streamed := after.watchLists - before.watchLists; streamed != 1 {
 		t.Errorf("the apiserver streamed %.0f lists of Applications as watches, want 1", streamed)
 	}
+	if during < 100 {
+		t.Errorf("only %d Applications were written while the list streamed; the test wants more than a watcher's buffer of 100", during)
+	}
 }
+
+// appsNamespace holds the Applications of hubWithApplications, named cluster-<i>-set-00.
+const appsNamespace = "pages"
 
 // hubWithApplications starts a hub apiserver with the benchmark's flags and creates n pull-model Applications.
 func hubWithApplications(t *testing.T, n int) (*rest.Config, client.Client) {
@@ -95,16 +132,15 @@ func hubWithApplications(t *testing.T, n int) (*rest.Config, client.Client) {
 	}
 	t.Cleanup(env.Stop)
 	cfg := env.Hub.Config()
-	c, err := clientFor(cfg, 50, 100)
+	c, err := clientFor(cfg, 200, 400)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const namespace = "pages"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appsNamespace}}); err != nil {
 		t.Fatal(err)
 	}
 	set := &unstructured.Unstructured{}
-	set.SetNamespace(namespace)
+	set.SetNamespace(appsNamespace)
 	set.SetName("set-00")
 	for i := range n {
 		app := pullApplication(set, fmt.Sprintf("cluster-%d", i))
