@@ -451,19 +451,22 @@ func (f *System) startController(ctx context.Context) error {
 	return f.waitController(ctx)
 }
 
-// startControllerProcess starts (or restarts) the hub controller's process.
+// startControllerProcess starts (or restarts) the hub controller's process, on the addresses it had before: a
+// restarted controller's metrics are read where they were.
 func (f *System) startControllerProcess() error {
 	if f.controller != nil {
 		f.expectExit(f.controller)
 		f.controller.Stop(10 * time.Second)
 	}
-	ports, err := loopback.FreePorts(2)
-	if err != nil {
-		return err
+	if f.ControllerMetrics == "" {
+		ports, err := loopback.FreePorts(2)
+		if err != nil {
+			return err
+		}
+		f.ControllerMetrics, f.controllerHealth = addr(ports[0]), addr(ports[1])
 	}
-	f.ControllerMetrics = addr(ports[0])
 	args := []string{"controller", "--kubeconfig", f.Env.Hub.Kubeconfig, "--transport", f.Transport,
-		"--metrics-bind-address", f.ControllerMetrics, "--health-probe-bind-address", addr(ports[1])}
+		"--metrics-bind-address", f.ControllerMetrics, "--health-probe-bind-address", f.controllerHealth}
 	if f.MigrationTransport != "" {
 		args = append(args, "--migration-transport", f.MigrationTransport)
 	}
@@ -479,7 +482,7 @@ func (f *System) startControllerProcess() error {
 	if err != nil {
 		return err
 	}
-	f.controller, f.controllerHealth = p, addr(ports[1])
+	f.controller = p
 	f.watchExit(p)
 	return nil
 }

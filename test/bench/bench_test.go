@@ -49,7 +49,7 @@ func TestSmallBenchmark(t *testing.T) {
 		sc := Scenario{Transport: tr, Clusters: 20, AppSets: 10, Concurrency: 16, QPS: 500, Burst: 1000,
 			SyncDelay: time.Second, Settle: 6 * time.Second, RestPeriod: 10 * time.Second, Latency: 10 * time.Second, LatencyRate: 5,
 			Binary: bin, Dir: filepath.Join(dir, tr), Log: func(f string, a ...any) { t.Logf(tr+": "+f, a...) },
-			Console: tr == "grpc", Restart: true}
+			Console: tr == "grpc", Restart: true, KillControllerAt: 0.5}
 		r, err := run(ctx, sc)
 		if err != nil {
 			t.Fatalf("%s: %v", tr, err)
@@ -109,6 +109,13 @@ func TestSmallBenchmark(t *testing.T) {
 				t.Errorf("%s: restart of the %s: %+v", tr, rr.Process, rr)
 			}
 		}
+		// The controller killed halfway through the creates: the new one is streamed its list of Applications (no
+		// LIST page) and catches up; its CPU and the killed one's both count as the controller's.
+		if k := r.KilledInCreate; k == nil || k.Created < r.Applications/2 || k.Ready <= 0 || k.Listed <= 0 || k.Reconciling < k.Listed-time.Second ||
+			k.CaughtUp < k.Reconciling || k.Requests[streamedLists] < 1 || k.Requests["LIST applications"] != 0 || k.KilledCPU <= 0 ||
+			k.PeakRSS == 0 || r.SyncedProcessCPU["controller"] <= k.KilledCPU {
+			t.Errorf("%s: controller killed in the creates: %+v; controller CPU until Synced %.2f s", tr, k, r.SyncedProcessCPU["controller"])
+		}
 		results = append(results, r)
 	}
 	for _, plot := range []func([]*Result, string) error{plotProgress, plotMemory} {
@@ -125,7 +132,7 @@ func TestSmallBenchmark(t *testing.T) {
 	}
 	table := markdown(results, "test", loopback.Machine())
 	tableHas(t, table, "20 × 10, grpc", "20 × 10, kube", "ratio to the floor", "controller: peak RSS", "delete: ratio to the delete floor",
-		"controller restarted at rest", "server restarted at rest")
+		"controller restarted at rest", "server restarted at rest", "controller killed (SIGKILL) in the creates")
 }
 
 // TestCountEventWriters: the Events last written in the rest window, by the component that wrote them (the

@@ -122,6 +122,15 @@ func main() {
 	flag.Func("hub-apiserver-memory-limit", "Run the hub apiserver, for the floor and the fleet, as under a container memory limit of this size with GOMEMLIMIT at 90 % of it (default 0: none; with its watch cache on at 150,000, say)",
 		memoryLimit(&o.base.HubAPIServerMemoryLimit))
 	flag.BoolVar(&o.base.Restart, "restart", true, "Restart the controller and, in the Maestro mode, the server at rest (SIGKILL), and measure what each took to catch up and what it wrote")
+	flag.Func("kill-controller-at", "SIGKILL the controller once this share of the Applications is created (0.5, say), start it again at once, and measure its list of every Application under the creates' load (default 0: not)",
+		func(v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || f > 1 {
+				return fmt.Errorf("want a share between 0 and 1, got %q", v)
+			}
+			o.base.KillControllerAt = f
+			return nil
+		})
 	flag.BoolVar(&o.console, "console", true, "In the Maestro mode, open the simulated clusters' console streams and measure the hub console's reads at rest")
 	flag.Parse()
 	if len(o.scales) == 0 {

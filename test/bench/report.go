@@ -183,6 +183,26 @@ func markdown(results []*Result, command, machine string) string {
 			return ifMeasured(ok, fmt.Sprintf("%.2f (%.2f); %s", 1000*hubSide(rr.ProcessCPU)/n, 1000*rr.ProcessCPU[process]/n, mib(rr.PeakRSS)))
 		})
 	}
+	for _, r := range results {
+		if r.KilledInCreate == nil {
+			continue
+		}
+		row("controller killed (SIGKILL) in the creates: Applications created by then; the new one ready; its list streamed; reconciling; caught up with them", func(r *Result) string {
+			k := r.KilledInCreate
+			if k == nil {
+				return "–"
+			}
+			return fmt.Sprintf("%d (after %s); %s; %s; %s; %s", k.Created, dur(k.At), dur(k.Ready), dur(k.Listed), dur(k.Reconciling), dur(k.CaughtUp))
+		})
+		row("  until caught up: watches of Applications closed / lists of Applications streamed / LIST pages of Applications; the new one's peak RSS until Synced", func(r *Result) string {
+			k := r.KilledInCreate
+			if k == nil {
+				return "–"
+			}
+			return fmt.Sprintf("%.0f / %.0f / %.0f; %s", k.Requests[closedWatches], k.Requests[streamedLists], k.Requests["LIST applications"], mib(k.PeakRSS))
+		})
+		break
+	}
 	row("delete: no work left", func(r *Result) string { return dur(r.DeleteWorks) })
 	row("delete: no Application anywhere", func(r *Result) string { return dur(r.DeleteApps) })
 	for _, r := range results {

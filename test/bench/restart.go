@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -126,10 +127,20 @@ func measureRestart(ctx context.Context, sc Scenario, f *localfleet.System, s *s
 // controllerCaughtUp reports whether a (re)started controller has reconciled every Application at least once and
 // has none waiting: its informer lists them all at start and queues each.
 func controllerCaughtUp(ctx context.Context, addr string, applications int) (bool, string) {
+	reconciled, depth, err := controllerReconciles(ctx, addr)
+	if err != nil {
+		return false, err.Error()
+	}
+	return reconciled >= float64(applications) && depth == 0,
+		fmt.Sprintf("controller: %.0f reconciles of %d Applications, %.0f queued", reconciled, applications, depth)
+}
+
+// controllerReconciles reads how many times the controller at addr has reconciled an Application since it
+// started, and how many wait in its queue.
+func controllerReconciles(ctx context.Context, addr string) (reconciled, depth float64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var reconciled, depth float64
-	err := scrapeMetrics(ctx, http.DefaultClient, "http://"+addr+"/metrics", func(metric, labels string, v float64) {
+	err = scrapeMetrics(ctx, http.DefaultClient, "http://"+addr+"/metrics", func(metric, labels string, v float64) {
 		switch {
 		case metric == "controller_runtime_reconcile_total" && label(labels, "controller") == "application":
 			reconciled += v
@@ -138,10 +149,9 @@ func controllerCaughtUp(ctx context.Context, addr string, applications int) (boo
 		}
 	})
 	if err != nil {
-		return false, fmt.Sprintf("controller metrics: %v", err)
+		return 0, 0, fmt.Errorf("controller metrics: %w", err)
 	}
-	return reconciled >= float64(applications) && depth == 0,
-		fmt.Sprintf("controller: %.0f reconciles of %d Applications, %.0f queued", reconciled, applications, depth)
+	return reconciled, depth, nil
 }
 
 // serverCaughtUp reports whether a (re)started server has every agent and a source (the controller) subscribed,
@@ -170,4 +180,138 @@ func serverCaughtUp(ctx context.Context, hc *http.Client, url string, clusters i
 	return agents >= float64(clusters) && sources >= 1 && agentResyncs >= float64(clusters) && sourceResyncs >= 1,
 		fmt.Sprintf("server: %.0f/%d agents subscribed, %.0f resyncs answered; %.0f sources, %.0f resyncs", agents, clusters,
 			agentResyncs, sources, sourceResyncs)
+}
+
+// killResult is what a controller killed while the Applications were created cost (Scenario.KillControllerAt):
+// the new controller learns every Application there is by then (with the WatchList feature, a stream of the
+// watch cache's events, not LIST pages) while the creates and the clusters' statuses go on at full speed.
+type killResult struct {
+	// Created is how many Applications had been created when the controller was killed, At when (from the
+	// start of the creates).
+	Created int
+	At      time.Duration
+	// From the start of the new process: Ready until it said it was ready (/readyz); Listed until the hub
+	// apiserver had streamed it every Application (0: it streamed no list in that time, the informer paged a
+	// LIST); Reconciling until it reconciled its first Application (its caches had synced); CaughtUp until it had
+	// reconciled as many Applications as had been created when the old one was killed.
+	Ready, Listed, Reconciling, CaughtUp time.Duration
+	// Requests are the hub apiserver's requests from the kill until CaughtUp, with the watches it closed and the
+	// lists it streamed (hubRequests).
+	Requests requestCounts
+	// KilledCPU is the killed controller's CPU seconds from the start of the creates; PeakRSS the new
+	// controller's peak RSS until every Application was Synced/Healthy.
+	KilledCPU float64
+	PeakRSS   int64
+}
+
+// restartableUsage reads the usage of a process that is killed and started again: the CPU seconds of those
+// killed before it (read as each was killed) are added to the running one's, and the peak RSS is the highest.
+type restartableUsage struct {
+	pid func() int
+	mu  sync.Mutex
+	// gone is what the killed processes used; killed their PIDs, which pid may give until it knows better.
+	gone   usage
+	killed map[int]bool
+}
+
+func (r *restartableUsage) read() (usage, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pid := r.pid()
+	if pid == 0 || r.killed[pid] {
+		return usage{}, fmt.Errorf("process %d is not running", pid)
+	}
+	u, err := processUsage(pid)
+	if err != nil {
+		return u, err
+	}
+	u.CPUSeconds += r.gone.CPUSeconds
+	u.PeakRSSBytes = max(u.PeakRSSBytes, r.gone.PeakRSSBytes)
+	return u, nil
+}
+
+// kill reads the running process's usage a last time and kills it (kill returns once it has exited); it
+// returns what the killed process used.
+func (r *restartableUsage) kill(kill func() error) (usage, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pid := r.pid()
+	u, err := processUsage(pid)
+	if err != nil {
+		return u, err
+	}
+	if err := kill(); err != nil {
+		return u, err
+	}
+	if r.killed == nil {
+		r.killed = map[int]bool{}
+	}
+	r.killed[pid] = true
+	r.gone.CPUSeconds += u.CPUSeconds
+	r.gone.PeakRSSBytes = max(r.gone.PeakRSSBytes, u.PeakRSSBytes)
+	return u, nil
+}
+
+// killInCreate SIGKILLs the controller once reached is closed (the scenario's share of the Applications is
+// created), starts it again at once, as its Deployment would, and measures how long the new one took to be
+// ready, to be streamed its list of Applications, and to catch up, while the creates go on. start is when the
+// creates began, startCPU the controller's CPU seconds then.
+func killInCreate(ctx context.Context, sc Scenario, f *localfleet.System, hub *rest.Config, controller *restartableUsage,
+	reached <-chan struct{}, created func() int, start time.Time, startCPU float64) (*killResult, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-reached:
+	}
+	before, err := hubRequests(ctx, hub)
+	if err != nil {
+		return nil, err
+	}
+	r := &killResult{Created: created(), At: time.Since(start)}
+	sc.Log("killing the controller (SIGKILL) with %d Applications created", r.Created)
+	killed, err := controller.kill(func() error { return f.Kill(localfleet.ComponentController) })
+	if err != nil {
+		return nil, fmt.Errorf("kill the controller: %w", err)
+	}
+	r.KilledCPU = killed.CPUSeconds - startCPU
+	restarted := time.Now()
+	if err := f.Restart(ctx, localfleet.ComponentController); err != nil {
+		return nil, err
+	}
+	if err := f.WaitReady(ctx, localfleet.ComponentController); err != nil {
+		return nil, fmt.Errorf("restarted controller: %w", err)
+	}
+	r.Ready = time.Since(restarted)
+	// The apiserver counts a streamed list when it has sent the list's last event; the informer has synced
+	// once the controller reconciles.
+	err = waitForEvery(ctx, restartTimeout, time.Second, func() (bool, string) {
+		now, err := hubRequests(ctx, hub)
+		if err != nil {
+			return false, err.Error()
+		}
+		if r.Listed == 0 && now[streamedLists] > before[streamedLists] {
+			r.Listed = time.Since(restarted)
+		}
+		reconciled, _, err := controllerReconciles(ctx, f.ControllerMetrics)
+		if err != nil {
+			return false, err.Error()
+		}
+		if r.Reconciling == 0 && reconciled > 0 {
+			r.Reconciling = time.Since(restarted)
+		}
+		if reconciled < float64(r.Created) {
+			return false, fmt.Sprintf("restarted controller: %.0f reconciles of the %d Applications created when it was killed; %.0f lists streamed, %.0f LIST pages",
+				reconciled, r.Created, now[streamedLists]-before[streamedLists], now["LIST applications"]-before["LIST applications"])
+		}
+		r.CaughtUp = time.Since(restarted)
+		r.Requests = now.sub(before)
+		return true, ""
+	}, sc.Log)
+	if err != nil {
+		return nil, fmt.Errorf("controller killed in the creates not caught up: %w", err)
+	}
+	sc.Log("controller killed with %d Applications created: ready after %s, its list streamed after %s, reconciling after %s, caught up after %s; %.0f watches of Applications closed, %.0f lists streamed, %.0f LIST pages",
+		r.Created, r.Ready.Round(time.Millisecond), r.Listed.Round(time.Millisecond), r.Reconciling.Round(time.Millisecond),
+		r.CaughtUp.Round(time.Millisecond), r.Requests[closedWatches], r.Requests[streamedLists], r.Requests["LIST applications"])
+	return r, nil
 }

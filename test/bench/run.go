@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -51,6 +52,10 @@ type Scenario struct {
 	// Restart restarts the controller and (Maestro mode) the server at rest, one after the other, and measures
 	// what each took to catch up and what it wrote (measureRestart).
 	Restart bool
+	// KillControllerAt, between 0 and 1, SIGKILLs the controller once that share of the Applications is created
+	// and starts it again at once, and measures its list of every Application under the creates' load
+	// (killInCreate); 0 does not.
+	KillControllerAt float64
 	// Pprof serves the Go profiles of the controller and the server on loopback ports and, with PprofDir,
 	// collects theirs, the hub apiserver's and the simulator's: CPU while the Applications are created and
 	// synced and while they are deleted, heap once they are Synced/Healthy and at rest.
@@ -157,7 +162,9 @@ type Result struct {
 	Console *consoleResult
 	// Restarts are the restarts of the controller and (Maestro mode) the server at rest, in that order.
 	Restarts []restartResult `json:",omitempty"`
-	Timeline []sample
+	// KilledInCreate is the controller killed while the Applications were created (Scenario.KillControllerAt).
+	KilledInCreate *killResult `json:",omitempty"`
+	Timeline       []sample
 	// Stopped says why the run ended before its last step; empty when it finished.
 	Stopped string
 }
@@ -422,6 +429,8 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	}
 	defer t.close()
 	procs := processes(f, simFleet)
+	controller := &restartableUsage{pid: f.ControllerPid}
+	procs["controller"] = controller.read
 	startUsage := usageOf(procs)
 	startRequests, err := hubRequests(ctx, hubCfg)
 	if err != nil {
@@ -457,10 +466,26 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	stopProfiling := prof.cpu(ctx, "sync")
 	total := res.Applications
 	sc.Log("creating %d Applications for %d ApplicationSets over %d clusters", total, sc.AppSets, sc.Clusters)
-	var retries atomic.Int64
+	var retries, created atomic.Int64
+	killAt := int64(math.Ceil(sc.KillControllerAt * float64(total)))
+	reached := make(chan struct{})
+	killed := make(chan error, 1)
+	var killedInCreate *killResult // read once killed has sent
+	if killAt > 0 {
+		go func() {
+			var err error
+			killedInCreate, err = killInCreate(ctx, sc, f, hubCfg, controller, reached, func() int { return int(created.Load()) },
+				start, startUsage["controller"].CPUSeconds)
+			killed <- err
+		}()
+	}
 	err = forEach(ctx, total, sc.creators(), func(ctx context.Context, i int) error {
 		app := pullApplication(sets[i%sc.AppSets], clusters[i/sc.AppSets])
-		return retried(ctx, &retries, func() error { return c.Create(ctx, app) }, apierrors.IsAlreadyExists)
+		err := retried(ctx, &retries, func() error { return c.Create(ctx, app) }, apierrors.IsAlreadyExists)
+		if err == nil && created.Add(1) == killAt {
+			close(reached)
+		}
+		return err
 	})
 	if n := retries.Load(); n > 0 {
 		res.Retries += n
@@ -485,11 +510,21 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 		return synced >= total, fmt.Sprintf("delivered %d/%d, Synced/Healthy on the hub %d/%d", st.Works, total, synced, total)
 	}, sc.Log)
 	stopSampling()
+	synced := time.Since(start)
+	if err == nil && killAt > 0 {
+		// The new controller has caught up with the Applications created before it, or is about to.
+		if err = <-killed; err == nil {
+			res.KilledInCreate = killedInCreate
+			if u, err := processUsage(f.ControllerPid()); err == nil {
+				res.KilledInCreate.PeakRSS = u.PeakRSSBytes
+			}
+		}
+	}
 	if err != nil {
 		stopProfiling()
 		return err
 	}
-	res.Synced = time.Since(start)
+	res.Synced = synced
 	syncedUsage := usageOf(procs)
 	res.SyncedCPU = hubSideCPU(syncedUsage, startUsage)
 	res.SyncedProcessCPU = processCPU(syncedUsage, startUsage)
