@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -511,13 +512,25 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	}, sc.Log)
 	stopSampling()
 	synced := time.Since(start)
-	if err == nil && killAt > 0 {
-		// The new controller has caught up with the Applications created before it, or is about to.
-		if err = <-killed; err == nil {
+	if killAt > 0 {
+		// The new controller has caught up with the Applications created before it, or is about to; a run
+		// stopped before every Application was Synced keeps the figures if it had them.
+		var killErr error
+		select {
+		case killErr = <-killed:
+		default:
+			killErr = errors.New("the controller killed in the creates had not caught up")
+			if err == nil {
+				killErr = <-killed
+			}
+		}
+		if killErr == nil {
 			res.KilledInCreate = killedInCreate
 			if u, err := processUsage(f.ControllerPid()); err == nil {
 				res.KilledInCreate.PeakRSS = u.PeakRSSBytes
 			}
+		} else if err == nil {
+			err = killErr
 		}
 	}
 	if err != nil {
