@@ -455,8 +455,18 @@ func TestKubeFleet(t *testing.T) {
 	hubConfig := env.Hub.Config()
 	hubConfig.QPS, hubConfig.Burst = 200, 400
 	f := startFleet(t, Config{Transport: workclient.TransportKube, Hub: hubConfig, Clusters: clusters, Argo: testArgo(), Workers: 4, Hooks: ev.hooks()})
-	// One watch of its namespace's works per cluster, none of every namespace's.
-	if got, want := manifestWorkWatches(t, core), map[string]int{"namespace": len(clusters)}; !maps.Equal(got, want) {
+	// One watch of its namespace's works per cluster, none of every namespace's. Start returns once every
+	// cluster has listed its works; the watch that follows the list reaches the apiserver a moment later.
+	want := map[string]int{"namespace": len(clusters)}
+	got := manifestWorkWatches(t, core)
+	for deadline := time.Now().Add(10 * time.Second); !maps.Equal(got, want) && time.Now().Before(deadline); {
+		if got["namespace"] > want["namespace"] || len(got) > len(want) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+		got = manifestWorkWatches(t, core)
+	}
+	if !maps.Equal(got, want) {
 		t.Errorf("watches of ManifestWorks by scope %v, want %v", got, want)
 	}
 	runScenario(t, kubeHub{cs}, f, ev, clusters)
