@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +53,10 @@ type GRPCOptions struct {
 	// event at a time per connection (it holds a lock for the whole Publish call), so one connection caps the
 	// publish rate at one round trip per event.
 	Publishers int
+	// ResyncPeriod is how long a work's deletion may stay unconfirmed, or a created work without a status from
+	// its agent, before its cluster's statuses are resynced (default one minute); a cluster that stays so is
+	// resynced again after twice as long each time (at most 16 periods).
+	ResyncPeriod time.Duration
 }
 
 // GRPC is the Maestro-mode transport: works are CloudEvents published through the unmodified sdk-go source
@@ -109,7 +114,11 @@ func NewGRPC(ctx context.Context, o GRPCOptions) (*GRPC, error) {
 		}
 	}
 	go g.run(ctx)
-	go g.resyncStuckDeletions(ctx, time.Minute)
+	period := o.ResyncPeriod
+	if period <= 0 {
+		period = time.Minute
+	}
+	go g.resyncStuck(ctx, period)
 	return g, nil
 }
 
@@ -272,25 +281,88 @@ func (g *GRPC) created(namespace string) (done func()) {
 	}
 }
 
-// resyncStuckDeletions asks, every period, for the statuses of the clusters where a work has been deleting for
-// longer than a period: should the final status of a deletion ever be lost, the server answers the resync
-// with the removal of the works it no longer has.
-func (g *GRPC) resyncStuckDeletions(ctx context.Context, period time.Duration) {
+// resyncStuck asks, every period, for the statuses of the clusters where a work has been deleting, or a work
+// created here has been without any status from its agent, for longer than a period. Should the final status
+// of a deletion ever be lost, the server answers the resync with the removal of the works it no longer has;
+// should the first status of a work be lost (it reached the server while the subscription was down, or the
+// publish of the work lost its answer and was made again after the subscription's resync), the server answers
+// with the status it holds. A cluster whose agent is away stays stuck: it is asked again after twice as long
+// each time (stuckBackoff), so that it costs one request per 16 periods at most.
+func (g *GRPC) resyncStuck(ctx context.Context, period time.Duration) {
 	logger := klog.FromContext(ctx)
 	tick := time.NewTicker(period)
 	defer tick.Stop()
+	backoff := newStuckBackoff(16)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		for _, cluster := range g.store.stuckDeletions(time.Now().Add(-period)) {
-			logger.Info("Resyncing a cluster with a deletion unconfirmed for a while", "cluster", cluster)
-			if err := g.events.Resync(ctx, cluster); err != nil {
+		stuck := g.store.stuckClusters(time.Now().Add(-period))
+		due := backoff.due(slices.Sorted(maps.Keys(stuck)))
+		if len(due) > 0 {
+			var total stuckWorks
+			for _, cluster := range due {
+				total.deleting += stuck[cluster].deleting
+				total.unreported += stuck[cluster].unreported
+			}
+			logger.Info("Resyncing the clusters with works unconfirmed for a while", "clusters", len(due),
+				"first", due[0], "deleting", total.deleting, "withoutStatus", total.unreported)
+		}
+		for _, cluster := range due {
+			n := stuck[cluster]
+			logger.V(2).Info("Resyncing a cluster", "cluster", cluster, "deleting", n.deleting, "withoutStatus", n.unreported)
+			if err := g.events.Resync(forStatusResync(ctx), cluster); err != nil {
 				logger.Error(err, "Resync statuses", "cluster", cluster)
+				backoff.retry(cluster)
 			}
 		}
+	}
+}
+
+// stuckBackoff spaces the resyncs of a cluster that stays stuck: due at the first tick it is stuck, then after
+// 2, 4, … ticks, up to max; a cluster no longer stuck starts again from one tick.
+type stuckBackoff struct {
+	max      int
+	clusters map[string]stuckWait
+}
+
+// stuckWait is a stuck cluster's ticks to wait until its next resync, and the interval it waited last.
+type stuckWait struct{ wait, interval int }
+
+func newStuckBackoff(maxTicks int) *stuckBackoff {
+	return &stuckBackoff{max: maxTicks, clusters: map[string]stuckWait{}}
+}
+
+// due takes the clusters stuck at this tick and returns those to resync now.
+func (b *stuckBackoff) due(stuck []string) []string {
+	next := make(map[string]stuckWait, len(stuck))
+	var out []string
+	for _, c := range stuck {
+		w, ok := b.clusters[c]
+		switch {
+		case !ok:
+			w = stuckWait{wait: 1, interval: 1}
+			out = append(out, c)
+		case w.wait > 1:
+			w.wait--
+		default:
+			w.interval = min(2*w.interval, b.max)
+			w.wait = w.interval
+			out = append(out, c)
+		}
+		next[c] = w
+	}
+	b.clusters = next
+	return out
+}
+
+// retry makes a cluster whose resync failed due again at the next tick.
+func (b *stuckBackoff) retry(cluster string) {
+	if w, ok := b.clusters[cluster]; ok {
+		w.wait = 1
+		b.clusters[cluster] = w
 	}
 }
 

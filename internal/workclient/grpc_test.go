@@ -116,18 +116,22 @@ func startTransportAt(t *testing.T, sourceAddr, httpAddr string) (*workclient.GR
 	return startTransportWith(t, context.Background(), sourceAddr, httpAddr)
 }
 
-// startTransportWith is startTransportAt with the transport's context.
-func startTransportWith(t *testing.T, ctx context.Context, sourceAddr, httpAddr string) (*workclient.GRPC, context.CancelFunc) {
+// startTransportWith is startTransportAt with the transport's context, and options changed by opts.
+func startTransportWith(t *testing.T, ctx context.Context, sourceAddr, httpAddr string, opts ...func(*workclient.GRPCOptions)) (*workclient.GRPC, context.CancelFunc) {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "grpc.yaml")
 	if err := os.WriteFile(cfg, []byte("url: "+sourceAddr+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	g, err := workclient.NewGRPC(ctx, workclient.GRPCOptions{
+	o := workclient.GRPCOptions{
 		ConfigFile: cfg, RESTURL: "http://" + httpAddr, SourceID: "argocd-pull",
 		PublishQPS: 1000, PublishBurst: 1000, PageSize: 2, Publishers: 3,
-	})
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	g, err := workclient.NewGRPC(ctx, o)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -49,6 +49,11 @@ type workStore struct {
 	//   - early keeps the statuses of works not stored yet, for the work the source client stores next.
 	removed recentByUID[string]
 	early   recentByUID[*workv1.ManifestWork]
+	// unreported holds, by namespace/name, when each work the source client created without a status was
+	// stored, until a status of it arrives: should the agent's first status be lost (it reached the server
+	// while the subscription was down, or before a publish whose answer was lost was made again), a periodic
+	// resync of its cluster brings it back (GRPC.resyncStuck).
+	unreported map[string]time.Time
 	// codec encodes the statuses: vocabularyCodec until the store learns its dictionary (statusCodec).
 	codec *statusCodec
 }
@@ -81,6 +86,7 @@ func (s *workStore) clearWorks() {
 	s.byUID = map[kubetypes.UID]string{}
 	s.byApp = map[string][]string{}
 	s.byNamespace = map[string]map[string]struct{}{}
+	s.unreported = map[string]time.Time{}
 }
 
 func storeKey(namespace, name string) string { return namespace + "/" + name }
@@ -217,6 +223,7 @@ func (s *workStore) remove(namespace, name string) *keptWork {
 	}
 	delete(s.byKey, key)
 	delete(s.byUID, old.meta.UID)
+	delete(s.unreported, key)
 	s.unindex(old, key)
 	return old
 }
@@ -251,6 +258,9 @@ func (s *workStore) Add(obj runtime.Object) error {
 		if _, updated, _, serr := s.applyStatus(klog.Background().WithValues("workUID", w.UID), stored, early); serr == nil && updated != nil {
 			stored = updated
 		}
+	}
+	if err == nil && old == nil && stored.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey] == "" {
+		s.unreported[storeKey(w.Namespace, w.Name)] = time.Now()
 	}
 	handlers := append([]*registration(nil), s.handlers...)
 	s.mu.Unlock()
@@ -336,6 +346,7 @@ func (s *workStore) applyStatus(logger klog.Logger, last *keptWork, received *wo
 		s.removed.put(last.meta.UID, seq, time.Now())
 		return nil, nil, s.remove(last.meta.Namespace, last.meta.Name), nil
 	}
+	delete(s.unreported, storeKey(last.meta.Namespace, last.meta.Name))
 	// A status for a newer generation than stored is kept: the source client publishes an update before it
 	// stores the new generation, so the agent's answer can arrive first. put keeps the newer status when the
 	// update is stored.
@@ -540,20 +551,31 @@ func (s *workStore) namespaces() []string {
 	return out
 }
 
-// stuckDeletions returns the clusters with a work deleting since before the given time.
-func (s *workStore) stuckDeletions(before time.Time) []string {
+// stuckClusters returns the clusters with a work deleting, or created and without any status from its agent,
+// since before the given time; each with how many of its works are stuck so.
+func (s *workStore) stuckClusters(before time.Time) map[string]stuckWorks {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	seen := map[string]bool{}
-	var out []string
+	out := map[string]stuckWorks{}
 	for _, w := range s.byKey {
-		if !w.meta.DeletionTimestamp.IsZero() && w.meta.DeletionTimestamp.Time.Before(before) && !seen[w.meta.Namespace] {
-			seen[w.meta.Namespace] = true
-			out = append(out, w.meta.Namespace)
+		if !w.meta.DeletionTimestamp.IsZero() && w.meta.DeletionTimestamp.Time.Before(before) {
+			n := out[w.meta.Namespace]
+			n.deleting++
+			out[w.meta.Namespace] = n
+		}
+	}
+	for key, at := range s.unreported {
+		if w := s.byKey[key]; w != nil && at.Before(before) {
+			n := out[w.meta.Namespace]
+			n.unreported++
+			out[w.meta.Namespace] = n
 		}
 	}
 	return out
 }
+
+// stuckWorks counts a cluster's works whose deletion is unconfirmed, and those without a status, for a while.
+type stuckWorks struct{ deleting, unreported int }
 
 // registration is an event handler of the store.
 type registration struct {

@@ -3,6 +3,7 @@ package workclient
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -142,18 +143,31 @@ func TestStoreIgnoresLateDeletion(t *testing.T) {
 	if _, ok, _ := s.Get(ctx, "c1", "w"); !ok {
 		t.Fatal("a new work with the UID of a removed one was not stored")
 	}
-	if got := s.stuckDeletions(time.Now()); len(got) != 0 {
-		t.Fatalf("stuck deletions = %v, want none", got)
+	if got := s.stuckClusters(time.Now().Add(-time.Minute)); len(got) != 0 {
+		t.Fatalf("stuck clusters = %v, want none", got)
 	}
 	stuck := storedWork(2, "", 0)
 	stuck.Namespace, stuck.Name = "c2", "w2"
+	stuck.UID = kubetypes.UID(utils.UID("src", common.ManifestWorkGR.String(), "c2", "w2"))
 	old := metav1.NewTime(time.Now().Add(-2 * time.Minute))
 	stuck.DeletionTimestamp = &old
 	if err := s.Add(stuck); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.stuckDeletions(time.Now().Add(-time.Minute)); len(got) != 1 || got[0] != "c2" {
-		t.Fatalf("stuck deletions = %v, want c2", got)
+	if got, want := s.stuckClusters(time.Now().Add(-time.Minute)), map[string]stuckWorks{"c2": {deleting: 1}}; !maps.Equal(got, want) {
+		t.Fatalf("stuck clusters = %v, want %v", got, want)
+	}
+	// Both works were stored without a status from their agents: once that lasts, their clusters are stuck too,
+	// until a status arrives.
+	later := time.Now().Add(time.Second)
+	if got, want := s.stuckClusters(later), map[string]stuckWorks{"c1": {unreported: 1}, "c2": {deleting: 1, unreported: 1}}; !maps.Equal(got, want) {
+		t.Fatalf("stuck clusters = %v, want %v", got, want)
+	}
+	if err := s.HandleReceivedResource(ctx, statusEvent(1, seq[2], 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.stuckClusters(later), map[string]stuckWorks{"c2": {deleting: 1, unreported: 1}}; !maps.Equal(got, want) {
+		t.Fatalf("after a status of c1/w, stuck clusters = %v, want %v", got, want)
 	}
 }
 

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/argocd-pull/argocd-pull/internal/reconnect"
 	"github.com/argocd-pull/argocd-pull/internal/server/servertest"
 	"github.com/argocd-pull/argocd-pull/internal/testutil"
+	"github.com/argocd-pull/argocd-pull/internal/workclient"
 )
 
 // TestUnreportedClosedConnection: the controller's source client recovers when sdk-go's transport closed a
@@ -74,5 +76,67 @@ func TestStuckAgentClientRestarted(t *testing.T) {
 	cancel()
 	if err := <-a.stopped; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLostFirstStatusResynced: a work whose agent's first status the transport never stored gets it from the
+// periodic resync of its cluster. A second transport with the same source ID stands for a publish whose answer
+// was lost: it creates the work on the server, the agent applies it and reports, and the first transport keeps
+// that status for a work it has not stored. Once the kept status is gone (its time to live), the first transport
+// creates the work itself, as a retried publish does: the server takes the identical create as the resource it
+// has and sends the agent nothing, so no status follows, and the transport stores the work without one.
+func TestLostFirstStatusResynced(t *testing.T) {
+	ctx := context.Background()
+	s := startServer(t, "cluster1")
+	startAgent(t, s, "cluster1")
+	g, _ := startTransportWith(t, ctx, s.SourceAddr(), s.HTTPAddr(), func(o *workclient.GRPCOptions) { o.ResyncPeriod = time.Second })
+	testutil.Eventually(t, "the transport to list the works", func() error {
+		if !g.Informer().HasSynced() {
+			return errors.New("not synced")
+		}
+		return nil
+	})
+	other, _ := startTransport(t, s)
+	if err := other.Apply(ctx, pullWork("cluster1", "w", "v1")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the work applied", func() error { return appliedAt(other, "cluster1", "w", 1) })
+	testutil.Eventually(t, "the first transport to keep the status of a work it has not stored", func() error {
+		if n := workclient.EarlyStatuses(g); n != 1 {
+			return fmt.Errorf("%d statuses kept", n)
+		}
+		return nil
+	})
+	workclient.ForgetEarlyStatuses(g)
+	if err := g.Apply(ctx, pullWork("cluster1", "w", "v1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := appliedAt(g, "cluster1", "w", 1); err == nil {
+		t.Fatal("the work was stored with its status; the test no longer loses it")
+	}
+	testutil.EventuallyWithin(t, 10*time.Second, "the lost status resynced", func() error { return appliedAt(g, "cluster1", "w", 1) })
+}
+
+// TestStuckBackoff: a cluster that stays stuck is resynced after 1, 2, 4, … ticks up to the maximum, again at
+// the next tick after a failed resync, and from one tick again once it was no longer stuck.
+func TestStuckBackoff(t *testing.T) {
+	b := workclient.NewStuckBackoff(4)
+	var resynced []int
+	for tick := 1; tick <= 16; tick++ {
+		if slices.Equal(b.Due([]string{"c1"}), []string{"c1"}) {
+			resynced = append(resynced, tick)
+		}
+	}
+	if want := []int{1, 2, 4, 8, 12, 16}; !slices.Equal(resynced, want) {
+		t.Fatalf("resynced at ticks %v, want %v", resynced, want)
+	}
+	b.Due([]string{"c1"}) // tick 17: waits
+	b.Retry("c1")
+	if got := b.Due([]string{"c1"}); !slices.Equal(got, []string{"c1"}) {
+		t.Fatalf("after a failed resync, due %v, want c1", got)
+	}
+	b.Due(nil)
+	if got := b.Due([]string{"c1", "c2"}); !slices.Equal(got, []string{"c1", "c2"}) {
+		t.Fatalf("once no longer stuck, due %v, want c1 and c2", got)
 	}
 }
