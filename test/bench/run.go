@@ -495,6 +495,14 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	if err != nil {
 		stopSampling()
 		stopProfiling()
+		// A run stopped in the creates keeps the killed controller's figures if it had caught up by then.
+		select {
+		case killErr := <-killed:
+			if killErr == nil {
+				res.KilledInCreate = killedInCreate
+			}
+		default:
+		}
 		return fmt.Errorf("create applications: %w", err)
 	}
 	res.CreateTime = time.Since(start)
