@@ -458,17 +458,16 @@ func TestKubeFleet(t *testing.T) {
 	// One watch of its namespace's works per cluster, none of every namespace's. Start returns once every
 	// cluster has listed its works; the watch that follows the list reaches the apiserver a moment later.
 	want := map[string]int{"namespace": len(clusters)}
-	got := manifestWorkWatches(t, core)
-	for deadline := time.Now().Add(10 * time.Second); !maps.Equal(got, want) && time.Now().Before(deadline); {
+	testutil.EventuallyWithin(t, 10*time.Second, "one watch of ManifestWorks per cluster", func() error {
+		got := manifestWorkWatches(t, core)
 		if got["namespace"] > want["namespace"] || len(got) > len(want) {
-			break
+			t.Fatalf("watches of ManifestWorks by scope %v, want %v", got, want)
 		}
-		time.Sleep(50 * time.Millisecond)
-		got = manifestWorkWatches(t, core)
-	}
-	if !maps.Equal(got, want) {
-		t.Errorf("watches of ManifestWorks by scope %v, want %v", got, want)
-	}
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("watches of ManifestWorks by scope %v, want %v", got, want)
+		}
+		return nil
+	})
 	runScenario(t, kubeHub{cs}, f, ev, clusters)
 
 	// The agent's finalizer was on every work it took, and the status fits the hub CRD's raw limit.

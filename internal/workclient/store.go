@@ -49,11 +49,11 @@ type workStore struct {
 	//   - early keeps the statuses of works not stored yet, for the work the source client stores next.
 	removed recentByUID[string]
 	early   recentByUID[*workv1.ManifestWork]
-	// unreported holds, by namespace/name, when each work the source client created without a status was
+	// unreported holds, by UID, when each work the source client created without a status was
 	// stored, until a status of it arrives: should the agent's first status be lost (it reached the server
 	// while the subscription was down, or before a publish whose answer was lost was made again), a periodic
 	// resync of its cluster brings it back (GRPC.resyncStuck).
-	unreported map[string]time.Time
+	unreported map[kubetypes.UID]time.Time
 	// codec encodes the statuses: vocabularyCodec until the store learns its dictionary (statusCodec).
 	codec *statusCodec
 }
@@ -86,7 +86,7 @@ func (s *workStore) clearWorks() {
 	s.byUID = map[kubetypes.UID]string{}
 	s.byApp = map[string][]string{}
 	s.byNamespace = map[string]map[string]struct{}{}
-	s.unreported = map[string]time.Time{}
+	s.unreported = map[kubetypes.UID]time.Time{}
 }
 
 func storeKey(namespace, name string) string { return namespace + "/" + name }
@@ -223,7 +223,7 @@ func (s *workStore) remove(namespace, name string) *keptWork {
 	}
 	delete(s.byKey, key)
 	delete(s.byUID, old.meta.UID)
-	delete(s.unreported, key)
+	delete(s.unreported, old.meta.UID)
 	s.unindex(old, key)
 	return old
 }
@@ -260,7 +260,7 @@ func (s *workStore) Add(obj runtime.Object) error {
 		}
 	}
 	if err == nil && old == nil && stored.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey] == "" {
-		s.unreported[storeKey(w.Namespace, w.Name)] = time.Now()
+		s.unreported[w.UID] = time.Now()
 	}
 	handlers := append([]*registration(nil), s.handlers...)
 	s.mu.Unlock()
@@ -346,7 +346,7 @@ func (s *workStore) applyStatus(logger klog.Logger, last *keptWork, received *wo
 		s.removed.put(last.meta.UID, seq, time.Now())
 		return nil, nil, s.remove(last.meta.Namespace, last.meta.Name), nil
 	}
-	delete(s.unreported, storeKey(last.meta.Namespace, last.meta.Name))
+	delete(s.unreported, last.meta.UID)
 	// A status for a newer generation than stored is kept: the source client publishes an update before it
 	// stores the new generation, so the agent's answer can arrive first. put keeps the newer status when the
 	// update is stored.
@@ -564,8 +564,8 @@ func (s *workStore) stuckClusters(before time.Time) map[string]stuckWorks {
 			out[w.meta.Namespace] = n
 		}
 	}
-	for key, at := range s.unreported {
-		if w := s.byKey[key]; w != nil && at.Before(before) {
+	for uid, at := range s.unreported {
+		if w := s.byKey[s.byUID[uid]]; w != nil && at.Before(before) {
 			n := out[w.meta.Namespace]
 			n.unreported++
 			out[w.meta.Namespace] = n
