@@ -65,6 +65,8 @@ type options struct {
 	watchCacheUpTo int
 	skipFloor      bool
 	console        bool
+	cgroups        bool
+	cpuRequests    cpuRequests
 }
 
 func main() {
@@ -131,6 +133,10 @@ func main() {
 			o.base.KillControllerAt = f
 			return nil
 		})
+	o.cpuRequests = cpuRequests{}
+	flag.BoolVar(&o.cgroups, "cgroups", false, "Run each measured process in a CPU cgroup of its own (cgroup v1, as root) with the cpu.shares a kubelet gives its CPU request: "+
+		"by default "+cpuRequests(defaultCPURequests).String()+" (a kubeadm control plane's and the hub chart's requests)")
+	flag.Var(o.cpuRequests, "cpu-request", "NAME=QUANTITY: with -cgroups, the CPU request of one process (controller=1, say; repeatable; implies -cgroups)")
 	flag.BoolVar(&o.console, "console", true, "In the Maestro mode, open the simulated clusters' console streams and measure the hub console's reads at rest")
 	flag.Parse()
 	if len(o.scales) == 0 {
@@ -187,6 +193,19 @@ func (o *options) run(ctx context.Context) (err error) {
 		if o.base.PprofDir == "" {
 			o.base.PprofDir = filepath.Join(o.out, "pprof")
 		}
+	}
+	if o.cgroups || len(o.cpuRequests) > 0 {
+		cg, err := newCgroups(o.cpuRequests)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := cg.close(); err != nil {
+				logf("removing the cgroups: %v", err)
+			}
+		}()
+		o.base.Cgroups, o.base.CPURequests = cg, cg.requests
+		logf("each process in a CPU cgroup of its own, its cpu.shares from its request: %s", cg.requests)
 	}
 	var all []*Result
 	var tables []string

@@ -49,6 +49,17 @@ func markdown(results []*Result, command, machine string) string {
 			break
 		}
 	}
+	for _, r := range results {
+		if len(r.Scenario.CPURequests) > 0 {
+			row("CPU requests, as each process's cgroup's cpu.shares", func(r *Result) string {
+				if len(r.Scenario.CPURequests) == 0 {
+					return "none (one cgroup for all)"
+				}
+				return strings.ReplaceAll(r.Scenario.CPURequests.String(), ",", ", ")
+			})
+			break
+		}
+	}
 	row("floor: create + one status write per Application", func(r *Result) string { return dur(r.Floor) })
 	row("floor: hub apiserver peak RSS", func(r *Result) string {
 		if r.FloorAPIServerPeakRSS == 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"sync/atomic"
@@ -81,7 +82,11 @@ type Scenario struct {
 	// the fleet (0: none): it runs with GOMEMLIMIT at memlimit.Fraction of it, as a hub would set it by hand (the
 	// apiserver does not read its container's limit).
 	HubAPIServerMemoryLimit int64
-	Log                     func(string, ...any) `json:"-"`
+	// CPURequests, with -cgroups, are the CPU requests in millicores by process that the processes' cgroups
+	// have as cpu.shares (cgroups); nil runs every process in the benchmark's own cgroup.
+	CPURequests cpuRequests          `json:",omitempty"`
+	Cgroups     *cgroups             `json:"-"`
+	Log         func(string, ...any) `json:"-"`
 }
 
 // softMemoryLimit is the environment that gives a process the soft memory limit an argocd-pull process takes
@@ -350,6 +355,9 @@ func runFloor(ctx context.Context, sc Scenario, clusters []string, res *Result) 
 		return err
 	}
 	defer floorEnv.Stop()
+	defer sc.Cgroups.place(map[string]func() []int{
+		"kube-apiserver": pidsOf(floorEnv.Hub.Pid), "etcd": pidsOf(floorEnv.EtcdPid), benchmarkProcess: pidsOf(os.Getpid),
+	})()
 	procs := map[string]func() (usage, error){
 		"kube-apiserver": pidUsage(floorEnv.Hub.Pid()),
 		"etcd":           pidUsage(floorEnv.EtcdPid()),
@@ -424,6 +432,7 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	}
 	defer simFleet.stop()
 	prof.add("simulator", &http.Client{}, simFleet.base+"/debug/pprof/")
+	defer sc.Cgroups.place(fleetPids(f, simFleet))()
 	t, err := startTracker(ctx, hubCfg)
 	if err != nil {
 		return err
@@ -878,6 +887,23 @@ func processes(f *localfleet.System, s *simulator) map[string]func() (usage, err
 	if f.Transport == workclient.TransportGRPC {
 		ps["server"] = pidUsage(f.ServerPid())
 		ps["postgres"] = pssTree(f.Env.Postgres.Pid(), postgresPSSInterval)
+	}
+	return ps
+}
+
+// fleetPids are the measured processes' IDs, by name, as cgroups.place wants them.
+func fleetPids(f *localfleet.System, s *simulator) map[string]func() []int {
+	ps := map[string]func() []int{
+		"controller":              pidsOf(f.ControllerPid),
+		"kube-apiserver":          pidsOf(f.Env.Hub.Pid),
+		"etcd":                    pidsOf(f.Env.EtcdPid),
+		"kube-controller-manager": pidsOf(f.Env.Hub.ControllerManagerPid),
+		simulatorProcess:          pidsOf(s.pid),
+		benchmarkProcess:          pidsOf(os.Getpid),
+	}
+	if f.Transport == workclient.TransportGRPC {
+		ps["server"] = pidsOf(f.ServerPid)
+		ps["postgres"] = treePids(f.Env.Postgres.Pid)
 	}
 	return ps
 }
