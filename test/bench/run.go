@@ -509,6 +509,7 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 		case killErr := <-killed:
 			if killErr == nil {
 				res.KilledInCreate = killedInCreate
+				res.KilledInCreate.PeakRSS = peakRSS(f.ControllerPid())
 			}
 		default:
 		}
@@ -543,9 +544,7 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 		}
 		if killErr == nil {
 			res.KilledInCreate = killedInCreate
-			if u, err := processUsage(f.ControllerPid()); err == nil {
-				res.KilledInCreate.PeakRSS = u.PeakRSSBytes
-			}
+			res.KilledInCreate.PeakRSS = peakRSS(f.ControllerPid())
 		} else if err == nil {
 			err = killErr
 		}
@@ -932,6 +931,15 @@ func processCPU(now, start map[string]usage) map[string]float64 {
 		out[name] = u.CPUSeconds - start[name].CPUSeconds
 	}
 	return out
+}
+
+// peakRSS is a process's peak resident set size so far (0 if it cannot be read).
+func peakRSS(pid int) int64 {
+	u, err := processUsage(pid)
+	if err != nil {
+		return 0
+	}
+	return u.PeakRSSBytes
 }
 
 func pidUsage(pid int) func() (usage, error) {
