@@ -21,8 +21,9 @@ const cpuCgroupRoot = "/sys/fs/cgroup/cpu"
 // defaultCPURequests are the CPU requests -cgroups gives the processes no -cpu-request names, in millicores: a
 // kubeadm control plane's static pods (kube-apiserver 250m, etcd 100m, kube-controller-manager 200m) and the
 // hub chart's defaults (charts/argocd-pull/values.yaml: 100m for the controller, the server and PostgreSQL).
-// The simulator and the benchmark stand in for what is not on the hub (the managed clusters, the users): a core
-// each, so that they are not what the hub's processes wait for.
+// The simulator and the benchmark stand in for what is neither argocd-pull nor the control plane (the managed
+// clusters; the clients that create the Applications and the tracker that watches them): a core each, so that the
+// clusters' answers and the creates do not queue behind the measured processes.
 var defaultCPURequests = map[string]int64{
 	"kube-apiserver": 250, "etcd": 100, "kube-controller-manager": 200,
 	"controller": 100, "server": 100, "postgres": 100,
