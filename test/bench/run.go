@@ -481,6 +481,11 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 	reached := make(chan struct{})
 	killed := make(chan error, 1)
 	var killedInCreate *killResult // read once killed has sent
+	// keepKill puts the killed controller's figures, and its successor's peak RSS so far, in the results.
+	keepKill := func() {
+		res.KilledInCreate = killedInCreate
+		res.KilledInCreate.PeakRSS = peakRSS(f.ControllerPid())
+	}
 	if killAt > 0 {
 		go func() {
 			var err error
@@ -508,8 +513,7 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 		select {
 		case killErr := <-killed:
 			if killErr == nil {
-				res.KilledInCreate = killedInCreate
-				res.KilledInCreate.PeakRSS = peakRSS(f.ControllerPid())
+				keepKill()
 			}
 		default:
 		}
@@ -543,8 +547,7 @@ func measure(ctx context.Context, sc Scenario, f *localfleet.System, clusters []
 			}
 		}
 		if killErr == nil {
-			res.KilledInCreate = killedInCreate
-			res.KilledInCreate.PeakRSS = peakRSS(f.ControllerPid())
+			keepKill()
 		} else if err == nil {
 			err = killErr
 		}
