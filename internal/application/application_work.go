@@ -3,6 +3,7 @@ package application
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -113,7 +114,10 @@ func BuildWork(app *unstructured.Unstructured, opts BuildOptions) (*workv1.Manif
 		return nil, err
 	}
 
-	manifests, orphans := workManifests(payload, spokeNS, opts)
+	manifests, orphans, err := workManifests(payload, spokeNS, opts)
+	if err != nil {
+		return nil, err
+	}
 	name := opts.WorkName
 	if name == "" {
 		name = WorkName(app.GetNamespace(), app.GetName())
@@ -157,21 +161,29 @@ func BuildWork(app *unstructured.Unstructured, opts BuildOptions) (*workv1.Manif
 // workManifests returns the work's manifests: the spoke Application's namespace when it is not Argo CD's own, its
 // AppProject when the hub has one to copy, and the Application; the namespace and the AppProject are orphaned
 // when the work goes (other Applications may use them).
-func workManifests(payload *unstructured.Unstructured, spokeNS string, opts BuildOptions) ([]workv1.Manifest, []workv1.OrphaningRule) {
-	var manifests []workv1.Manifest
+func workManifests(payload *unstructured.Unstructured, spokeNS string, opts BuildOptions) ([]workv1.Manifest, []workv1.OrphaningRule, error) {
+	objects := []*unstructured.Unstructured{}
 	var orphans []workv1.OrphaningRule
 	if spokeNS != opts.SpokeArgoCDNamespace {
-		manifests = append(manifests, manifest(namespaceObject(spokeNS)))
+		objects = append(objects, namespaceObject(spokeNS))
 		orphans = append(orphans, workv1.OrphaningRule{Resource: "namespaces", Name: spokeNS})
 	}
 	if opts.AppProject != nil {
 		proj := spokeAppProject(opts.AppProject, opts.SpokeArgoCDNamespace)
-		manifests = append(manifests, manifest(proj))
+		objects = append(objects, proj)
 		orphans = append(orphans, workv1.OrphaningRule{
 			Group: argocd.Group, Resource: "appprojects", Namespace: proj.GetNamespace(), Name: proj.GetName(),
 		})
 	}
-	return append(manifests, manifest(payload)), orphans
+	objects = append(objects, payload)
+	manifests := make([]workv1.Manifest, len(objects))
+	for i, o := range objects {
+		var err error
+		if manifests[i], err = manifest(o); err != nil {
+			return nil, nil, err
+		}
+	}
+	return manifests, orphans, nil
 }
 
 // applicationConfig is how the agent treats the spoke Application: the status feedback it watches, and a
@@ -316,8 +328,16 @@ func namespaceObject(name string) *unstructured.Unstructured {
 	return ns
 }
 
-func manifest(obj *unstructured.Unstructured) workv1.Manifest {
-	return workv1.Manifest{RawExtension: runtime.RawExtension{Object: obj}}
+// manifest is obj as a work's manifest: its JSON encoding (Raw), as a work read back from the hub or the server
+// has it, and not the object. What the work goes through after it is built (its spec hash, the transport's
+// copies and its encoding for the hub apiserver or the server) then copies and writes bytes, where an object is
+// encoded again at each step.
+func manifest(obj *unstructured.Unstructured) (workv1.Manifest, error) {
+	raw, err := json.Marshal(obj.Object)
+	if err != nil {
+		return workv1.Manifest{}, fmt.Errorf("encode %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return workv1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}}, nil
 }
 
 // specHash hashes what argocd-pull decides about a work: its labels, annotations and spec.

@@ -41,8 +41,7 @@ func hubApp(mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructur
 
 func payload(t *testing.T, work *workv1.ManifestWork, kind string) *unstructured.Unstructured {
 	t.Helper()
-	for _, m := range work.Spec.Workload.Manifests {
-		u := m.Object.(*unstructured.Unstructured)
+	for _, u := range manifestObjects(t, work) {
 		if u.GetKind() == kind {
 			return u
 		}
@@ -51,10 +50,28 @@ func payload(t *testing.T, work *workv1.ManifestWork, kind string) *unstructured
 	return nil
 }
 
-func kinds(work *workv1.ManifestWork) []string {
+func kinds(t *testing.T, work *workv1.ManifestWork) []string {
+	t.Helper()
 	var out []string
-	for _, m := range work.Spec.Workload.Manifests {
-		out = append(out, m.Object.(*unstructured.Unstructured).GetKind())
+	for _, u := range manifestObjects(t, work) {
+		out = append(out, u.GetKind())
+	}
+	return out
+}
+
+// manifestObjects decodes a work's manifests, which BuildWork encodes (Raw) and leaves no object of.
+func manifestObjects(t *testing.T, work *workv1.ManifestWork) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for i, m := range work.Spec.Workload.Manifests {
+		if m.Object != nil || m.Raw == nil {
+			t.Fatalf("manifest %d: object %v, %d bytes encoded; want the encoding alone", i, m.Object, len(m.Raw))
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(m.Raw); err != nil {
+			t.Fatalf("manifest %d: %v", i, err)
+		}
+		out = append(out, u)
 	}
 	return out
 }
@@ -76,7 +93,7 @@ func TestBuildWork(t *testing.T) {
 		app:  hubApp(),
 		opts: BuildOptions{Cluster: "cluster1", SpokeArgoCDNamespace: "argocd"},
 		check: func(t *testing.T, w *workv1.ManifestWork) {
-			if got := strings.Join(kinds(w), ","); got != "Application" {
+			if got := strings.Join(kinds(t, w), ","); got != "Application" {
 				t.Errorf("manifests = %s, want Application only", got)
 			}
 			if w.Namespace != "cluster1" || w.Name != WorkName("argocd", "guestbook-cluster1") {
@@ -142,7 +159,7 @@ func TestBuildWork(t *testing.T) {
 		}),
 		opts: BuildOptions{Cluster: "cluster1", SpokeArgoCDNamespace: "argocd", AppProject: project},
 		check: func(t *testing.T, w *workv1.ManifestWork) {
-			if got := strings.Join(kinds(w), ","); got != "Namespace,AppProject,Application" {
+			if got := strings.Join(kinds(t, w), ","); got != "Namespace,AppProject,Application" {
 				t.Errorf("manifests = %s", got)
 			}
 			if payload(t, w, "Namespace").GetName() != "team-a-apps" {

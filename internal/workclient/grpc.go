@@ -383,10 +383,12 @@ func (g *GRPC) Apply(ctx context.Context, work *workv1.ManifestWork) error {
 	var err error
 	switch {
 	case !ok:
-		w := work.DeepCopy()
+		// The source client publishes a deep copy of what it is given and changes nothing of it: a copy of
+		// the work's top level is enough to set the generation without changing the caller's work.
+		w := *work
 		w.Generation = 1
 		done := g.created(work.Namespace)
-		_, err = c.Create(ctx, w, metav1.CreateOptions{})
+		_, err = c.Create(ctx, &w, metav1.CreateOptions{})
 		done()
 	case !last.DeletionTimestamp.IsZero():
 		return fmt.Errorf("work %s/%s is being deleted; it is published again once the agent removed it", work.Namespace, work.Name)

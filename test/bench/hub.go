@@ -420,14 +420,13 @@ func floorStatus(app *unstructured.Unstructured, cluster string, now time.Time) 
 	}
 	argo := sim.ArgoConfig{ResourcesPerApp: simResourcesPerApp}
 	for _, m := range work.Spec.Workload.Manifests {
-		if m.Object == nil || m.Object.GetObjectKind().GroupVersionKind() != argocd.ApplicationGVK {
-			continue
-		}
-		raw, err := json.Marshal(m.Object)
-		if err != nil {
+		var u unstructured.Unstructured
+		if err := u.UnmarshalJSON(m.Raw); err != nil {
 			return nil, err
 		}
-		return argo.SyncedStatus(raw, now)
+		if u.GroupVersionKind() == argocd.ApplicationGVK {
+			return argo.SyncedStatus(m.Raw, now)
+		}
 	}
 	return nil, fmt.Errorf("the work of application %s has no Application manifest", app.GetName())
 }
