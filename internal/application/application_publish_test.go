@@ -3,8 +3,6 @@ package application
 import (
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/utils"
 	workpayload "open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/payload"
 	"open-cluster-management.io/sdk-go/pkg/cloudevents/clients/work/source/codec"
@@ -16,14 +14,7 @@ import (
 // and of the work it returns), its encoding and validation of the manifests, and the event's encoding.
 // docs/benchmarks.md compares manifests built as objects and as their encoding by it.
 func BenchmarkPublishWork(b *testing.B) {
-	app := hubApp(func(u *unstructured.Unstructured) {
-		yes := true
-		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet",
-			Name: "set-01", UID: "u1", Controller: &yes, BlockOwnerDeletion: &yes}})
-		u.Object["spec"].(map[string]any)["syncPolicy"] = map[string]any{
-			"automated": map[string]any{"prune": true}, "syncOptions": []any{"CreateNamespace=true"}}
-		delete(u.Object, "status")
-	})
+	app := benchApp()
 	c := codec.NewManifestBundleCodec()
 	eventType := types.CloudEventsType{CloudEventsDataType: workpayload.ManifestBundleEventDataType,
 		SubResource: types.SubResourceSpec, Action: types.CreateRequestAction}

@@ -413,10 +413,9 @@ func TestBuildWorkHydrateAnnotation(t *testing.T) {
 	}
 }
 
-// BenchmarkBuildWork builds the work of an Application shaped as test/bench creates them (owned by an
-// ApplicationSet, automated sync): what one build costs the controller (docs/benchmarks.md counts builds by it).
-func BenchmarkBuildWork(b *testing.B) {
-	app := hubApp(func(u *unstructured.Unstructured) {
+// benchApp is an Application shaped as test/bench creates them: owned by an ApplicationSet, automated sync.
+func benchApp() *unstructured.Unstructured {
+	return hubApp(func(u *unstructured.Unstructured) {
 		yes := true
 		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet",
 			Name: "set-01", UID: "u1", Controller: &yes, BlockOwnerDeletion: &yes}})
@@ -424,6 +423,12 @@ func BenchmarkBuildWork(b *testing.B) {
 			"automated": map[string]any{"prune": true}, "syncOptions": []any{"CreateNamespace=true"}}
 		delete(u.Object, "status")
 	})
+}
+
+// BenchmarkBuildWork builds the work of an Application shaped as test/bench creates them (owned by an
+// ApplicationSet, automated sync): what one build costs the controller (docs/benchmarks.md counts builds by it).
+func BenchmarkBuildWork(b *testing.B) {
+	app := benchApp()
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := BuildWork(app, BuildOptions{Cluster: "cluster1", WorkName: "w", SpokeArgoCDNamespace: "argocd"}); err != nil {
