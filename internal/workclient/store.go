@@ -54,8 +54,10 @@ type workStore struct {
 	// while the subscription was down, or before a publish whose answer was lost was made again), a periodic
 	// resync of its cluster brings it back (GRPC.resyncStuck).
 	unreported map[kubetypes.UID]time.Time
-	// codec encodes the statuses: vocabularyCodec until the store learns its dictionary (statusCodec).
+	// codec encodes the statuses: vocabularyCodec until the store learns its dictionary (statusCodec); plain is
+	// where it encodes them before compressing them, under the lock.
 	codec *statusCodec
+	plain []byte
 }
 
 const (
@@ -176,9 +178,9 @@ func (s *workStore) put(w *workv1.ManifestWork) (old, stored *keptWork, err erro
 	old = s.byKey[key]
 	if old != nil {
 		s.unindex(old, key)
-		if oldSeq := old.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey]; oldSeq != sw.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey] {
-			if newer, err := utils.CompareSnowflakeSequenceIDs(sw.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey], oldSeq); err == nil && newer {
-				sw.meta.Annotations = withAnnotation(sw.meta.Annotations, common.CloudEventsSequenceIDAnnotationKey, oldSeq)
+		if old.seq != sw.seq {
+			if newer, err := utils.CompareSnowflakeSequenceIDs(sw.seq, old.seq); err == nil && newer {
+				sw.seq = old.seq
 				sw.status, sw.codec, sw.statusHash = old.status, old.codec, old.statusHash
 				sw.meta.Finalizers = old.meta.Finalizers
 			}
@@ -186,7 +188,7 @@ func (s *workStore) put(w *workv1.ManifestWork) (old, stored *keptWork, err erro
 	}
 	s.byKey[key] = sw
 	s.byUID[sw.meta.UID] = key
-	if app := ApplicationKey(sw.metadata()); app != "" && !slices.Contains(s.byApp[app], key) {
+	if app := sw.applicationKey(); app != "" && !slices.Contains(s.byApp[app], key) {
 		s.byApp[app] = append(s.byApp[app], key)
 	}
 	addToIndex(s.byNamespace, sw.meta.Namespace, key)
@@ -198,14 +200,6 @@ func addToIndex(index map[string]map[string]struct{}, value, key string) {
 		index[value] = map[string]struct{}{}
 	}
 	index[value][key] = struct{}{}
-}
-
-// withAnnotation returns a copy of annotations with one set: a stored work's annotations may be shared.
-func withAnnotation(annotations map[string]string, key, value string) map[string]string {
-	out := make(map[string]string, len(annotations)+1)
-	maps.Copy(out, annotations)
-	out[key] = value
-	return out
 }
 
 func removeFromIndex(index map[string]map[string]struct{}, value, key string) {
@@ -229,7 +223,7 @@ func (s *workStore) remove(namespace, name string) *keptWork {
 }
 
 func (s *workStore) unindex(w *keptWork, key string) {
-	if app := ApplicationKey(w.metadata()); app != "" {
+	if app := w.applicationKey(); app != "" {
 		if keys := slices.DeleteFunc(s.byApp[app], func(k string) bool { return k == key }); len(keys) > 0 {
 			s.byApp[app] = keys
 		} else {
@@ -259,7 +253,7 @@ func (s *workStore) Add(obj runtime.Object) error {
 			stored = updated
 		}
 	}
-	if err == nil && old == nil && stored.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey] == "" {
+	if err == nil && old == nil && stored.seq == "" {
 		s.unreported[w.UID] = time.Now()
 	}
 	handlers := append([]*registration(nil), s.handlers...)
@@ -285,21 +279,38 @@ func (s *workStore) Delete(obj runtime.Object) error {
 	handlers := append([]*registration(nil), s.handlers...)
 	s.mu.Unlock()
 	if old != nil {
-		for _, h := range handlers {
-			h.handler.OnDelete(old.metadata())
-		}
+		notifyDelete(handlers, old)
 	}
 	return nil
 }
 
-// notify tells the handlers of a stored work, with the works' metadata.
-func (s *workStore) notify(handlers []*registration, old, stored *keptWork) {
+// notifyDelete tells the handlers of a removed work, with its metadata.
+func notifyDelete(handlers []*registration, old *keptWork) {
+	if len(handlers) == 0 {
+		return
+	}
+	w := old.metadata()
 	for _, h := range handlers {
-		if old == nil {
-			h.handler.OnAdd(stored.metadata(), false)
-		} else {
-			h.handler.OnUpdate(old.metadata(), stored.metadata())
+		h.handler.OnDelete(w)
+	}
+}
+
+// notify tells the handlers of a stored work, with the works' metadata, which they share as the handlers of
+// an informer share its objects.
+func (s *workStore) notify(handlers []*registration, old, stored *keptWork) {
+	if len(handlers) == 0 {
+		return
+	}
+	if old == nil {
+		w := stored.metadata()
+		for _, h := range handlers {
+			h.handler.OnAdd(w, false)
 		}
+		return
+	}
+	before, after := old.metadata(), stored.metadata()
+	for _, h := range handlers {
+		h.handler.OnUpdate(before, after)
 	}
 }
 
@@ -317,9 +328,7 @@ func (s *workStore) HandleReceivedResource(ctx context.Context, received *workv1
 	case err != nil:
 		return err
 	case deleted != nil:
-		for _, h := range handlers {
-			h.handler.OnDelete(deleted.metadata())
-		}
+		notifyDelete(handlers, deleted)
 	case stored != nil:
 		s.notify(handlers, old, stored)
 	}
@@ -350,7 +359,7 @@ func (s *workStore) applyStatus(logger klog.Logger, last *keptWork, received *wo
 	// A status for a newer generation than stored is kept: the source client publishes an update before it
 	// stores the new generation, so the agent's answer can arrive first. put keeps the newer status when the
 	// update is stored.
-	newer, err := utils.CompareSnowflakeSequenceIDs(last.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey], seq)
+	newer, err := utils.CompareSnowflakeSequenceIDs(last.seq, seq)
 	if err != nil {
 		logger.Error(err, "Ignoring a status with an invalid sequence ID", "sequenceID", seq)
 		return nil, nil, nil, nil
@@ -365,12 +374,16 @@ func (s *workStore) applyStatus(logger klog.Logger, last *keptWork, received *wo
 	if last.sameStatus(status, codec) {
 		return nil, nil, nil, nil
 	}
-	// The stored metadata is read only: the updated work shares it but for the annotations, which take the
-	// status's sequence ID, and the finalizers, which must include the work's.
-	updated := &keptWork{meta: last.meta, status: status, codec: codec}
-	updated.meta.Annotations = withAnnotation(last.meta.Annotations, common.CloudEventsSequenceIDAnnotationKey, seq)
+	// The stored metadata is read only: the updated work shares it but for the sequence ID, the status's, and
+	// the finalizers, which must include the work's.
+	updated := &keptWork{meta: last.meta, annotations: last.annotations, seq: seq, status: status, codec: codec}
 	updated.meta.Finalizers = utils.EnsureManifestWorkFinalizer(slices.Clip(last.meta.Finalizers))
-	s.byKey[storeKey(updated.meta.Namespace, updated.meta.Name)] = updated
+	// The key the indexes hold: a new, equal string would replace the map's key and keep two of them.
+	key, ok := s.byUID[last.meta.UID]
+	if !ok {
+		key = storeKey(last.meta.Namespace, last.meta.Name)
+	}
+	s.byKey[key] = updated
 	return last, updated, nil, nil
 }
 
@@ -433,7 +446,7 @@ func (s *workStore) listForStatusResync(namespace string) []*workv1.ManifestWork
 	defer s.mu.RUnlock()
 	var out []*workv1.ManifestWork
 	s.each(namespace, func(w *keptWork) {
-		if w.statusHash != "" && w.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey] != "" {
+		if w.statusHash != "" && w.seq != "" {
 			out = append(out, w.metadata())
 			return
 		}
@@ -501,7 +514,7 @@ var computeStatusHash = statushash.StatusHash[*workv1.ManifestWork]
 // hasStatusOf reports whether the kept work is w with the same status: the same work and status sequence ID.
 func (k *keptWork) hasStatusOf(w *workv1.ManifestWork) bool {
 	seq := w.Annotations[common.CloudEventsSequenceIDAnnotationKey]
-	return seq != "" && k.meta.UID == w.UID && k.meta.Annotations[common.CloudEventsSequenceIDAnnotationKey] == seq
+	return seq != "" && k.meta.UID == w.UID && k.seq == seq
 }
 
 // ListAll returns every work.
@@ -534,7 +547,7 @@ func (s *workStore) forApplication(appKey string) []*workv1.ManifestWork {
 	out := make([]*workv1.ManifestWork, 0, len(s.byApp[appKey]))
 	for _, key := range s.byApp[appKey] {
 		w := &workv1.ManifestWork{TypeMeta: workTypeMeta}
-		s.byKey[key].meta.DeepCopyInto(&w.ObjectMeta)
+		s.byKey[key].copyMeta(&w.ObjectMeta)
 		out = append(out, w)
 	}
 	return out
