@@ -2,7 +2,6 @@ package application
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -124,7 +123,8 @@ func sameTime(a, b string) bool {
 // carries the new status, the only part of the answer read: the apiserver answers with the metadata alone
 // instead of encoding the whole Application, status included, for the controller to decode.
 func (r *Reconciler) patchStatus(ctx context.Context, app *argocd.Application, status map[string]any) (string, error) {
-	data, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": status}})
+	data, err := argocd.AppendJSON([]byte(`[{"op":"add","path":"/status","value":`), status)
+	data = append(data, "}]"...)
 	if err != nil {
 		return "", fmt.Errorf("encode status of application %s: %w", klog.KObj(app), err)
 	}
