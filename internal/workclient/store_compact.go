@@ -56,8 +56,8 @@ func (s *workStore) compactWork(w *workv1.ManifestWork) (*keptWork, error) {
 	return k, nil
 }
 
-// metadata returns the work without its status; the caller must not modify its labels and finalizers, which
-// it shares with the store.
+// metadata returns the work without its status, for the store's handlers, which share it, to read: its labels and
+// finalizers are the store's.
 func (k *keptWork) metadata() *workv1.ManifestWork {
 	w := &workv1.ManifestWork{TypeMeta: workTypeMeta, ObjectMeta: k.meta}
 	w.Annotations = k.annotationMap()
