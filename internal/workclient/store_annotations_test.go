@@ -31,7 +31,12 @@ func TestKeptAnnotations(t *testing.T) {
 	for i := range maxAnnotationKeys + 10 {
 		many[fmt.Sprintf("example.com/key-%03d", i)] = fmt.Sprintf("value %d", i)
 	}
-	for name, annotations := range map[string]map[string]string{"work": work, "more keys than numbers": many, "none": nil, "sequence ID alone": {seqKey: "1"}} {
+	// In this order: the work's keys are numbered before the numbers run out.
+	for _, c := range []struct {
+		name        string
+		annotations map[string]string
+	}{{"work", work}, {"more keys than numbers", many}, {"none", nil}, {"sequence ID alone", map[string]string{seqKey: "1"}}} {
+		name, annotations := c.name, c.annotations
 		kept := encodeAnnotations(annotations, seqKey)
 		want := maps.Clone(annotations)
 		delete(want, seqKey)
