@@ -124,10 +124,10 @@ func sameTime(a, b string) bool {
 // instead of encoding the whole Application, status included, for the controller to decode.
 func (r *Reconciler) patchStatus(ctx context.Context, app *argocd.Application, status map[string]any) (string, error) {
 	data, err := argocd.AppendJSON([]byte(`[{"op":"add","path":"/status","value":`), status)
-	data = append(data, "}]"...)
 	if err != nil {
 		return "", fmt.Errorf("encode status of application %s: %w", klog.KObj(app), err)
 	}
+	data = append(data, "}]"...)
 	answer := metadataOf(app)
 	if err := r.Client.Patch(ctx, answer, client.RawPatch(types.JSONPatchType, data)); err != nil {
 		return "", fmt.Errorf("patch status of application %s: %w", klog.KObj(app), err)

@@ -22,16 +22,9 @@ func digest(sum []byte) string { return hex.EncodeToString(sum[:16]) }
 // synced. A JSON tree (a status) is encoded into a pooled buffer (AppendJSON); anything else by an Encoder,
 // which writes from its pooled buffer into the hash.
 func HashJSON(v any) (string, int, error) {
-	buf := encodings.Get().(*[]byte)
-	defer func() {
-		if cap(*buf) <= maxPooledEncoding {
-			encodings.Put(buf)
-		}
-	}()
-	if enc, ok := appendTree((*buf)[:0], v); ok {
-		*buf = enc
-		sum := sha256.Sum256(enc)
-		return digest(sum[:]), len(enc), nil
+	hash, size := "", 0
+	if withTreeEncoding(v, func(enc []byte) { hash, size = hashBytes(enc), len(enc) }) {
+		return hash, size, nil
 	}
 	return hashEncoded(v)
 }
@@ -49,15 +42,9 @@ func hashEncoded(v any) (string, int, error) {
 // JSONSize returns the length of v's json.Marshal encoding, or 0 when v cannot be encoded, without the
 // encoding.
 func JSONSize(v any) int {
-	buf := encodings.Get().(*[]byte)
-	defer func() {
-		if cap(*buf) <= maxPooledEncoding {
-			encodings.Put(buf)
-		}
-	}()
-	if enc, ok := appendTree((*buf)[:0], v); ok {
-		*buf = enc
-		return len(enc)
+	size := 0
+	if withTreeEncoding(v, func(enc []byte) { size = len(enc) }) {
+		return size
 	}
 	w := &heldNewline{w: io.Discard}
 	if err := json.NewEncoder(w).Encode(v); err != nil {

@@ -115,6 +115,23 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// withTreeEncoding calls use with v's encoding, in a pooled buffer that use must not keep, when v is a JSON
+// tree, and reports whether it was.
+func withTreeEncoding(v any, use func(enc []byte)) bool {
+	buf := encodings.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= maxPooledEncoding {
+			encodings.Put(buf)
+		}
+	}()
+	enc, ok := appendTree((*buf)[:0], v)
+	*buf = enc[:0]
+	if ok {
+		use(enc)
+	}
+	return ok
+}
+
 // encodings are the buffers the hashes encode into.
 var encodings = sync.Pool{New: func() any { return new([]byte) }}
 

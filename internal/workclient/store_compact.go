@@ -85,16 +85,7 @@ func (k *keptWork) annotation(key string) string {
 }
 
 // applicationKey is ApplicationKey of the work.
-func (k *keptWork) applicationKey() string {
-	if !argocd.IsPullApplication(&k.meta) {
-		return ""
-	}
-	ns, name := k.annotation(argocd.AnnotationHubAppNamespace), k.annotation(argocd.AnnotationHubAppName)
-	if ns == "" || name == "" {
-		return ""
-	}
-	return ns + "/" + name
-}
+func (k *keptWork) applicationKey() string { return applicationKey(&k.meta, k.annotation) }
 
 // work rebuilds the whole work (without its spec, which the server keeps), for the caller to keep or modify.
 func (k *keptWork) work() *workv1.ManifestWork {

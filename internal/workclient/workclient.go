@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -85,10 +86,15 @@ const IndexApplication = "hubApplication"
 // ApplicationKey returns the hub Application a work belongs to, as "namespace/name", or "" for a work that is
 // not a pull-model work. Only works labelled as pull-model works are argocd-pull's to manage.
 func ApplicationKey(work *workv1.ManifestWork) string {
-	if !argocd.IsPullApplication(work) {
+	return applicationKey(work, func(key string) string { return work.Annotations[key] })
+}
+
+// applicationKey is ApplicationKey of a work whose metadata has its labels and whose annotations annotation reads.
+func applicationKey(meta metav1.Object, annotation func(key string) string) string {
+	if !argocd.IsPullApplication(meta) {
 		return ""
 	}
-	ns, name := work.Annotations[argocd.AnnotationHubAppNamespace], work.Annotations[argocd.AnnotationHubAppName]
+	ns, name := annotation(argocd.AnnotationHubAppNamespace), annotation(argocd.AnnotationHubAppName)
 	if ns == "" || name == "" {
 		return ""
 	}
